@@ -1,0 +1,308 @@
+"""The rolling history of one run, with the counts the detectors need kept up to date.
+
+Detection must not cost more as the window grows (``historySize`` may be 1000),
+so every quantity of SPEC section 4 is maintained incrementally as records are
+appended, completed and evicted: repeat counts and no-progress streaks per call
+signature, the unknown-tool streak per record, and the ping-pong tail. Only
+rare events (an outcome that arrives out of order) fall back to a bounded walk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any
+
+__all__ = ["Record", "RunWindow"]
+
+
+class Record:
+    """One call in the history (SPEC section 3)."""
+
+    __slots__ = (
+        "args_hash",
+        "call_id",
+        "result_hash",
+        "run_id",
+        "seq",
+        "timestamp",
+        "tool_name",
+        "unknown_tool_name",
+        "ustreak",
+        "veto",
+    )
+
+    def __init__(
+        self,
+        tool_name: str,
+        args_hash: str,
+        call_id: str | None,
+        run_id: str | None,
+        result_hash: str | None,
+        unknown_tool_name: str | None,
+        timestamp: float,
+        veto: bool = False,
+    ) -> None:
+        self.tool_name = tool_name
+        self.args_hash = args_hash
+        self.call_id = call_id
+        self.run_id = run_id
+        self.result_hash = result_hash
+        self.unknown_tool_name = unknown_tool_name
+        self.timestamp = timestamp
+        self.veto = veto
+        self.seq = 0
+        self.ustreak = 0
+
+    @property
+    def pending(self) -> bool:
+        """True while the call has no recorded outcome."""
+        return self.result_hash is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool_name": self.tool_name,
+            "args_hash": self.args_hash,
+            "call_id": self.call_id,
+            "run_id": self.run_id,
+            "result_hash": self.result_hash,
+            "unknown_tool_name": self.unknown_tool_name,
+            "timestamp": self.timestamp,
+            "veto": self.veto,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Record(tool_name={self.tool_name!r}, args_hash={self.args_hash[:24]!r}…, "
+            f"call_id={self.call_id!r}, run_id={self.run_id!r}, "
+            f"result_hash={(self.result_hash or '')[:16]!r}, veto={self.veto})"
+        )
+
+
+class _Sig:
+    """Per call-signature counts: records in window, hashed ones, the no-progress streak."""
+
+    __slots__ = ("count", "hashed", "latest", "newest_seq", "streak")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.hashed = 0
+        self.streak = 0
+        self.latest: str | None = None
+        self.newest_seq = -1
+
+
+class RunWindow:
+    """Records of one run in order, with incremental detector quantities.
+
+    ``capacity`` bounds the window when the window evicts by itself (the runtime
+    guard); ``ToolCallHistory`` shares one capacity across runs and evicts
+    through :meth:`evict_oldest` instead (``capacity=None``).
+    """
+
+    __slots__ = (
+        "_next_seq",
+        "capacity",
+        "pp_last",
+        "pp_last_tool",
+        "pp_other",
+        "pp_tail",
+        "records",
+        "sigs",
+    )
+
+    def __init__(self, capacity: int | None = None) -> None:
+        self.capacity = capacity
+        self.records: deque[Record] = deque()
+        self.sigs: dict[str, _Sig] = {}
+        self._next_seq = 0
+        # Ping-pong tail: the newest record's signature, the newest earlier
+        # different signature, and how many records from the end alternate.
+        self.pp_last: str | None = None
+        self.pp_last_tool: str | None = None
+        self.pp_other: str | None = None
+        self.pp_tail = 0
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records)
+
+    @property
+    def last(self) -> Record | None:
+        return self.records[-1] if self.records else None
+
+    # -- appending -------------------------------------------------------
+    def append(self, rec: Record) -> Record | None:
+        """Append ``rec``; returns an evicted record when the window was full."""
+        rec.seq = seq = self._next_seq
+        self._next_seq = seq + 1
+        s = rec.args_hash
+        sig = self.sigs.get(s)
+        if sig is None:
+            sig = self.sigs[s] = _Sig()
+        sig.count += 1
+        records = self.records
+        prev = records[-1] if records else None
+        records.append(rec)
+        if s == self.pp_other:
+            self.pp_tail += 1
+            self.pp_other = self.pp_last
+        elif s == self.pp_last:
+            self.pp_tail = 1
+        else:
+            self.pp_other = self.pp_last
+            self.pp_tail = 2 if prev is not None else 1
+        self.pp_last = s
+        self.pp_last_tool = rec.tool_name
+        if rec.result_hash is not None:
+            sig.hashed += 1
+            # Appended records are the newest of their signature.
+            sig.streak = sig.streak + 1 if rec.result_hash == sig.latest else 1
+            sig.latest = rec.result_hash
+            sig.newest_seq = seq
+            if rec.unknown_tool_name is not None:
+                rec.ustreak = self._ustreak(rec, prev)
+        capacity = self.capacity
+        if capacity is not None and len(records) > capacity:
+            return self.evict_oldest()
+        return None
+
+    def _recompute(self, args_hash: str, sig: _Sig) -> None:
+        """Rebuild one signature's streak from the records (outcomes arrived out of order)."""
+        streak, latest, newest = 0, None, -1
+        for rec in reversed(self.records):
+            if rec.args_hash != args_hash or rec.result_hash is None:
+                continue
+            if latest is None:
+                latest, newest = rec.result_hash, rec.seq
+            elif rec.result_hash != latest:
+                break
+            streak += 1
+        sig.streak, sig.latest, sig.newest_seq = streak, latest, newest
+
+    @staticmethod
+    def _ustreak(rec: Record, prev: Record | None) -> int:
+        name = rec.unknown_tool_name
+        if name is None:
+            return 0
+        if prev is not None and prev.unknown_tool_name == name and prev.tool_name == rec.tool_name:
+            return prev.ustreak + 1
+        return 1
+
+    def complete(self, rec: Record, result_hash: str, unknown_tool_name: str | None) -> None:
+        """Attach an outcome to a pending record of this window."""
+        rec.result_hash = result_hash
+        rec.unknown_tool_name = unknown_tool_name
+        sig = self.sigs[rec.args_hash]
+        sig.hashed += 1
+        if rec.seq > sig.newest_seq:
+            sig.streak = sig.streak + 1 if result_hash == sig.latest else 1
+            sig.latest = result_hash
+            sig.newest_seq = rec.seq
+        else:
+            self._recompute(rec.args_hash, sig)
+        records = self.records
+        if records[-1] is rec:
+            if unknown_tool_name is not None:
+                rec.ustreak = self._ustreak(rec, records[-2] if len(records) > 1 else None)
+            return
+        # Out of order (parallel calls): recompute unknown streaks from here on.
+        start = rec.seq - records[0].seq
+        prev = records[start - 1] if start > 0 else None
+        for index in range(start, len(records)):
+            cur = records[index]
+            cur.ustreak = self._ustreak(cur, prev) if cur.result_hash is not None else 0
+            prev = cur
+
+    def find_pending(self, args_hash: str, call_id: str | None) -> Record | None:
+        """The newest pending record of ``args_hash`` (with ``call_id`` when given)."""
+        sig = self.sigs.get(args_hash)
+        if sig is None or sig.hashed == sig.count:
+            return None
+        for rec in reversed(self.records):
+            if (
+                rec.result_hash is None
+                and rec.args_hash == args_hash
+                and (call_id is None or rec.call_id == call_id)
+            ):
+                return rec
+        return None
+
+    def evict_oldest(self) -> Record:
+        rec = self.records.popleft()
+        sig = self.sigs[rec.args_hash]
+        sig.count -= 1
+        if rec.result_hash is not None:
+            # The streak holds the newest hashed records; if it holds all of
+            # them, the oldest (this one) was part of it.
+            if sig.streak == sig.hashed:
+                sig.streak -= 1
+            sig.hashed -= 1
+            if sig.hashed == 0:
+                sig.latest, sig.newest_seq, sig.streak = None, -1, 0
+        if sig.count == 0:
+            del self.sigs[rec.args_hash]
+        return rec
+
+    # -- detector quantities --------------------------------------------
+    def unknown_streak(self, tool: str) -> tuple[int, str | None]:
+        """Trailing records of ``tool`` that failed with one unknown-tool name."""
+        last = self.records[-1] if self.records else None
+        if last is None or last.tool_name != tool or last.unknown_tool_name is None:
+            return 0, None
+        return min(last.ustreak, len(self.records)), last.unknown_tool_name
+
+    def no_progress(self, args_hash: str) -> tuple[int, str | None]:
+        """No-progress streak of ``args_hash`` and its latest outcome hash."""
+        sig = self.sigs.get(args_hash)
+        if sig is None:
+            return 0, None
+        return sig.streak, sig.latest
+
+    def repeat_count(self, args_hash: str) -> int:
+        sig = self.sigs.get(args_hash)
+        return 0 if sig is None else sig.count
+
+    def ping_pong(self, args_hash: str) -> tuple[int, str | None, bool]:
+        """(count including the checked call, paired tool, no-progress evidence)."""
+        tail = min(self.pp_tail, len(self.records))
+        if tail < 2 or args_hash != self.pp_other:
+            return 0, None, False
+        return tail + 1, self.pp_last_tool, self.pp_evidence(tail)
+
+    def pp_evidence(self, tail: int) -> bool:
+        """Every tail record has an outcome and each side kept one outcome hash."""
+        newest = reversed(self.records)
+        last_side = next(newest).result_hash
+        other_side = next(newest).result_hash
+        if last_side is None or other_side is None:
+            return False
+        expected = (last_side, other_side)
+        flip = 0
+        for rec in islice(newest, tail - 2):
+            if rec.result_hash != expected[flip]:
+                return False
+            flip ^= 1
+        return True
+
+    # -- serialisation ---------------------------------------------------
+    def dump(self) -> list[list[Any]]:
+        return [
+            [r.tool_name, r.args_hash, r.call_id, r.result_hash, r.unknown_tool_name, r.timestamp, int(r.veto)]
+            for r in self.records
+        ]
+
+    @classmethod
+    def load(cls, rows: list[list[Any]], capacity: int | None, run_id: str | None) -> RunWindow:
+        window = cls(capacity)
+        for tool, args, call_id, result, unknown, ts, veto in rows:
+            window.append(Record(tool, args, call_id, run_id, result, unknown, ts, bool(veto)))
+        return window
+
+
+def now() -> float:
+    return time.time()

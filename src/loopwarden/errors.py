@@ -1,0 +1,111 @@
+"""Exceptions raised by loopwarden.
+
+::
+
+    LoopwardenError
+    ├── ConfigError          a config file or mapping is invalid (path, line, fix)
+    ├── StoreError           a state store failed (only surfaces when fail-closed)
+    └── LoopAbort            a deliberate end of the agent run
+        ├── CircuitBreakerTripped     code "global_circuit_breaker"
+        └── CompactionLoopPersisted   code "compaction_loop_persisted"
+
+``LoopAbort`` and its subclasses are control flow: integrations let them
+propagate so that the framework ends the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "CircuitBreakerTripped",
+    "CompactionLoopPersisted",
+    "ConfigError",
+    "ConfigIssue",
+    "LoopAbort",
+    "LoopwardenError",
+    "StoreError",
+]
+
+
+class LoopwardenError(Exception):
+    """Base class of every exception loopwarden raises."""
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem found while validating a config."""
+
+    path: str
+    """Dotted path of the offending key, e.g. ``agents.list[2].tools.loopDetection.historySize``."""
+    message: str
+    """What is wrong and what is allowed instead."""
+    file: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file is not None:
+            where = f"{self.file}:{self.line}: " if self.line is not None else f"{self.file}: "
+        elif self.line is not None:
+            where = f"line {self.line}: "
+        return f"{where}{self.path}: {self.message}" if self.path else f"{where}{self.message}"
+
+
+class ConfigError(LoopwardenError, ValueError):
+    """A config is invalid. ``issues`` lists every problem found, each with its path."""
+
+    def __init__(self, issues: Sequence[ConfigIssue] | str) -> None:
+        if isinstance(issues, str):
+            issues = [ConfigIssue(path="", message=issues)]
+        self.issues: tuple[ConfigIssue, ...] = tuple(issues)
+        if len(self.issues) == 1:
+            text = f"invalid loopwarden config: {self.issues[0]}"
+        else:
+            lines = "\n".join(f"  - {issue}" for issue in self.issues)
+            text = f"invalid loopwarden config ({len(self.issues)} problems):\n{lines}"
+        super().__init__(text)
+
+
+class StoreError(LoopwardenError):
+    """A state store could not be read or written. ``original`` is the underlying error."""
+
+    def __init__(self, message: str, original: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.original = original
+
+
+class LoopAbort(LoopwardenError):
+    """The guard ended the run on purpose. Carries a machine-readable ``code``."""
+
+    code: str = "loop_abort"
+
+    def __init__(self, message: str, *, tool_name: str, count: int, detector: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.tool_name = tool_name
+        self.count = count
+        self.detector = detector or self.code
+
+    def to_dict(self) -> dict[str, object]:
+        """Machine-readable form, e.g. for an API response or a hook's stop reason."""
+        return {
+            "code": self.code,
+            "detector": self.detector,
+            "tool": self.tool_name,
+            "count": self.count,
+            "message": self.message,
+        }
+
+
+class CircuitBreakerTripped(LoopAbort):
+    """The global circuit breaker stopped the run (no-progress streak reached its threshold)."""
+
+    code = "global_circuit_breaker"
+
+
+class CompactionLoopPersisted(LoopAbort):
+    """The same call kept returning the same result right after a context compaction."""
+
+    code = "compaction_loop_persisted"

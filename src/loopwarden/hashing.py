@@ -1,0 +1,334 @@
+"""Call signatures and outcome hashes (SPEC section 2).
+
+Nothing in this module raises, whatever the input: a value that cannot be
+inspected is hashed by its type, and the caller's agent keeps running.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from ._canonical import digest, to_plain
+from .profiles import DEFAULT_REGISTRY, OutcomeProfile, ProfileRegistry
+
+__all__ = [
+    "MISSING",
+    "Outcome",
+    "args_hash",
+    "digest",
+    "extract_unknown_tool_name",
+    "hash_outcome",
+    "is_known_poll",
+]
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Any = _Missing()
+"""Marks an argument that was not passed (``None`` is a real value)."""
+
+
+class Outcome(NamedTuple):
+    """The hash of one call's outcome; ``hash`` is None when nothing is to be recorded."""
+
+    hash: str | None
+    unknown_tool_name: str | None = None
+    is_error: bool = False
+
+
+_NO_OUTCOME = Outcome(None)
+
+_UNKNOWN_A = re.compile(r"unknown tool[:\s]+[\"']?([a-z0-9_.-]+)[\"']?", re.IGNORECASE)
+_UNKNOWN_B = re.compile(
+    r"tool\s+[\"']?([a-z0-9_.-]+)[\"']?\s+(?:not found|is not available)", re.IGNORECASE
+)
+
+_POLL_ACTIONS = frozenset({"poll", "log"})
+# A mapping with any of these keys is a tool result (MCP's structuredContent counts as details).
+_SHAPE_KEYS = ("content", "details", "structuredContent", "structured_content")
+_SEND_ACTIONS = frozenset(
+    {
+        "send",
+        "broadcast",
+        "reply",
+        "thread-reply",
+        "sendWithEffect",
+        "sendAttachment",
+        "upload-file",
+        "sticker",
+        "poll",
+    }
+)
+_SEND_TOOLS = frozenset({"sessions_send", "conversations_send", "conversations_turn"})
+
+# Per-message ids and delivery times that channels return with every send
+# (OpenClaw issue #89090: one volatile messageId made every send look new, so a
+# stuck send loop could never be blocked). Route and conversation ids are not
+# here on purpose: a send to another conversation is progress.
+_VOLATILE_SEND_KEYS = frozenset(
+    {
+        "messageId",
+        "message_id",
+        "messageIds",
+        "platformMessageId",
+        "platformMessageIds",
+        "fileId",
+        "file_id",
+        "fileKey",
+        "pollId",
+        "poll_id",
+        "receipt",
+        "runId",
+        "idempotencyKey",
+        "ts",
+        "timestamp",
+        "sentAt",
+        "deliveredAt",
+        "createdAt",
+    }
+)
+_DELIVERY_MARKERS = ("direction", "senderId", "accountId")
+
+
+def args_hash(tool: str, params: Any) -> str:
+    """The call signature: ``"<tool>:" + digest(params)``."""
+    return f"{tool}:{digest(params)}"
+
+
+def extract_unknown_tool_name(message: str) -> str | None:
+    """The tool name in an "unknown tool" / "tool X not found" error, lower-cased."""
+    text = message.strip()
+    match = _UNKNOWN_A.search(text) or _UNKNOWN_B.search(text)
+    return match.group(1).strip().lower() if match else None
+
+
+def is_known_poll(
+    tool: str, params: Any, profiles: ProfileRegistry = DEFAULT_REGISTRY
+) -> bool:
+    """``command_status``, ``process`` with action poll/log, or a tool profiled as a poll."""
+    if tool == "command_status":
+        return True
+    if tool == "process":
+        return isinstance(params, Mapping) and params.get("action") in _POLL_ACTIONS
+    profile = profiles.get(tool)
+    return profile is not None and profile.poll
+
+
+def _error_message(error: Any) -> str:
+    if isinstance(error, BaseException):
+        try:
+            message = str(error)
+        except Exception:
+            message = ""
+        return message or type(error).__name__
+    if isinstance(error, str):
+        return error
+    if isinstance(error, (int, float, bool)):
+        return str(error)
+    from ._canonical import canonical_bytes
+
+    return canonical_bytes(error).decode()
+
+
+def _error_outcome(message: str) -> Outcome:
+    return Outcome("error:" + digest(message), extract_unknown_tool_name(message), True)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content.strip()
+    if not isinstance(content, list):
+        return ""
+    parts = [
+        block["text"]
+        for block in content
+        if isinstance(block, Mapping)
+        and isinstance(block.get("type"), str)
+        and isinstance(block.get("text"), str)
+    ]
+    return "\n".join(parts).strip()
+
+
+def _scrub(value: Any, profile: OutcomeProfile) -> Any:
+    """A copy of ``value`` without the profile's volatile keys and patterns."""
+    if isinstance(value, str):
+        for pattern in profile.volatile_patterns:
+            value = pattern.sub("#", value)
+        return value
+    if isinstance(value, Mapping):
+        keys = profile.volatile_keys
+        return {k: _scrub(v, profile) for k, v in value.items() if k not in keys}
+    if isinstance(value, list):
+        return [_scrub(v, profile) for v in value]
+    return value
+
+
+def _strip_send_ids(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_strip_send_ids(v) for v in value]
+    if not isinstance(value, Mapping):
+        return value
+    delivered = (
+        isinstance(value.get("id"), str)
+        and isinstance(value.get("text"), str)
+        and (
+            any(isinstance(value.get(k), str) for k in _DELIVERY_MARKERS)
+            or isinstance(value.get("conversation"), Mapping)
+        )
+    )
+    return {
+        k: _strip_send_ids(v)
+        for k, v in value.items()
+        if k not in _VOLATILE_SEND_KEYS and not (delivered and k == "id")
+    }
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _exec_identity(details: Mapping[str, Any], text: str) -> Any:
+    status = details.get("status")
+    if status == "running":
+        tail = details.get("tail")
+        return {"status": status, "tail": tail if isinstance(tail, str) else ""}
+    if status in ("completed", "failed"):
+        exit_code = details.get("exitCode")
+        aggregated = details.get("aggregated")
+        output = aggregated.strip() if isinstance(aggregated, str) and aggregated.strip() else text
+        return {
+            "status": status,
+            "exitCode": exit_code
+            if isinstance(exit_code, (int, float)) and not isinstance(exit_code, bool)
+            else None,
+            "timedOut": details.get("timedOut") is True,
+            "output": output,
+        }
+    if status in ("approval-pending", "approval-unavailable"):
+        command = details.get("command")
+        warning = details.get("warningText")
+        return {
+            "status": status,
+            "reason": _str_or_none(details.get("reason")),
+            "host": _str_or_none(details.get("host")),
+            "command": command if isinstance(command, str) else "",
+            "warningText": warning if isinstance(warning, str) else "",
+        }
+    return None
+
+
+def _process_identity(action: str, details: Mapping[str, Any], text: str) -> Any:
+    if action == "poll":
+        return {
+            "action": action,
+            "status": details.get("status"),
+            "exitCode": details.get("exitCode"),
+            "exitSignal": details.get("exitSignal"),
+            "aggregated": details.get("aggregated"),
+            "text": text,
+        }
+    return {
+        "action": action,
+        "status": details.get("status"),
+        "totalLines": details.get("totalLines"),
+        "totalChars": details.get("totalChars"),
+        "truncated": details.get("truncated"),
+        "exitCode": details.get("exitCode"),
+        "exitSignal": details.get("exitSignal"),
+        "text": text,
+    }
+
+
+_ABSENT: Any = object()
+_SIMPLE_RESULTS = frozenset({str, int, float, bool, list, type(None)})
+
+
+def hash_outcome(
+    tool: str,
+    params: Any,
+    *,
+    result: Any = MISSING,
+    error: Any = MISSING,
+    profiles: ProfileRegistry = DEFAULT_REGISTRY,
+) -> Outcome:
+    """Hash one call's outcome (SPEC 2.3). Never raises."""
+    try:
+        return _hash_outcome(tool, params, result, error, profiles)
+    except Exception:
+        # A result we cannot take apart still gets a stable identity.
+        return Outcome(digest(result if error is MISSING or error is None else error))
+
+
+def _hash_outcome(
+    tool: str, params: Any, result: Any, error: Any, profiles: ProfileRegistry
+) -> Outcome:
+    if error is not MISSING and error is not None:
+        return _error_outcome(_error_message(error))
+    if result is MISSING:
+        return _NO_OUTCOME
+    profile = profiles.profiles.get(tool)
+    scrub = profile is not None and profile.scrubs
+    t = type(result)
+    if t is not dict:
+        if t not in _SIMPLE_RESULTS:
+            result = to_plain(result)  # framework result objects by their data
+        if not isinstance(result, Mapping):
+            return Outcome(digest(_scrub(result, profile) if scrub else result))  # type: ignore[arg-type]
+
+    get = result.get
+    content = get("content", _ABSENT)
+    raw_details = get("details", _ABSENT)
+    if raw_details is _ABSENT:
+        raw_details = get("structuredContent", _ABSENT)
+        if raw_details is _ABSENT:
+            raw_details = get("structured_content", _ABSENT)
+    if content is _ABSENT and raw_details is _ABSENT:
+        return Outcome(digest(_scrub(result, profile) if scrub else result))  # type: ignore[arg-type]
+    details: Mapping[str, Any] = raw_details if isinstance(raw_details, dict) else (
+        raw_details if isinstance(raw_details, Mapping) else {}
+    )
+    if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
+        return _NO_OUTCOME  # our own block answer: the guard records the veto itself
+
+    if content is _ABSENT:
+        text = ""
+    elif type(content) is list and len(content) == 1 and type(content[0]) is dict:
+        block = content[0]
+        text_value = block.get("text")
+        text = (
+            text_value.strip()
+            if type(text_value) is str and isinstance(block.get("type"), str)
+            else ""
+        )
+    else:
+        text = _content_text(content)
+    if get("isError") is True or get("is_error") is True:
+        return _error_outcome(text or "error")
+    if tool == "exec":
+        identity = _exec_identity(details, text)
+        if identity is not None:
+            return Outcome(digest(identity))
+    elif tool == "process" and isinstance(params, Mapping):
+        action = params.get("action")
+        if action in _POLL_ACTIONS:
+            return Outcome(digest(_process_identity(action, details, text)))
+    if (
+        tool in _SEND_TOOLS
+        or tool in profiles.send_tools
+        or (tool == "message" and isinstance(params, Mapping) and params.get("action") in _SEND_ACTIONS)
+        or (profile is not None and profile.send)
+    ):
+        stripped = _strip_send_ids(details)
+        return Outcome(digest(_scrub(stripped, profile) if scrub else stripped))  # type: ignore[arg-type]
+    identity = {"details": details, "text": text}
+    return Outcome(digest(_scrub(identity, profile) if scrub else identity))  # type: ignore[arg-type]

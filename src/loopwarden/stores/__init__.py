@@ -1,0 +1,81 @@
+"""State stores: where the runtime guard keeps per-run state.
+
+A store runs one function against one run's :class:`~loopwarden.state.RunState`
+atomically (read, update, write in one step), so concurrent callers of the same
+run never lose or double-count a call. Select one by URL with
+:func:`store_from_url`: ``memory://`` (this process), ``sqlite:///path`` (several
+processes on one host), ``redis://host:port/db`` (several hosts).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar, runtime_checkable
+
+from ..config import LoopDetectionConfig
+from ..errors import ConfigError
+from ..state import RunState
+from .memory import MemoryStore
+
+__all__ = ["MemoryStore", "Store", "store_from_url"]
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Atomic per-run state updates."""
+
+    def transact(
+        self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
+    ) -> T:
+        """Load (or create) the state of ``key``, apply ``fn``, save it; all atomically."""
+        ...
+
+    def atransact(
+        self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
+    ) -> Awaitable[T]:
+        """Async form of :meth:`transact`."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Forget one run."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+# scheme -> "module:Class", imported only when used.
+_SCHEMES = {
+    "memory": "loopwarden.stores.memory:MemoryStore",
+    "sqlite": "loopwarden.stores.sqlite:SQLiteStore",
+    "redis": "loopwarden.stores.redis:RedisStore",
+    "rediss": "loopwarden.stores.redis:RedisStore",
+}
+
+
+def store_from_url(url: str, *, ttl_seconds: float | None = None) -> Store:
+    """Build a store from a URL such as ``memory://`` or ``sqlite:///var/lib/lw.db``."""
+    scheme, sep, _ = url.partition("://")
+    if not sep or scheme not in _SCHEMES:
+        close = difflib.get_close_matches(scheme, list(_SCHEMES), n=1)
+        hint = f" Did you mean {close[0]}://?" if close else ""
+        raise ConfigError(
+            f"unknown store URL {url!r}: expected one of "
+            f"{', '.join(s + '://' for s in _SCHEMES)}.{hint}"
+        )
+    module_name, _, class_name = _SCHEMES[scheme].partition(":")
+    try:
+        import importlib
+
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("loopwarden"):
+            raise ConfigError(f"store {scheme}:// is not available in this version") from None
+        raise
+    factory = getattr(module, class_name)
+    store: Store = factory.from_url(url, ttl_seconds=ttl_seconds)
+    return store
