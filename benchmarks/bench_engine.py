@@ -67,7 +67,7 @@ def guarded(history_size: int) -> Callable[[Calls], float]:
         call_ids = [f"call_{n}" for n in range(len(calls))]
         before, after = run.before_call, run.after_call
         start = time.perf_counter()
-        for call_id, (params, result) in zip(call_ids, calls):
+        for call_id, (params, result) in zip(call_ids, calls, strict=True):
             before("read_file", params, call_id)
             after("read_file", params, call_id, result=result)
         elapsed = time.perf_counter() - start
@@ -83,7 +83,9 @@ def hashing_floor(calls: Calls) -> float:
     return time.perf_counter() - start
 
 
-def measure(cases: dict[str, tuple[Callable[[Calls], float], Calls]], rounds: int) -> dict[str, float]:
+def measure(
+    cases: dict[str, tuple[Callable[[Calls], float], Calls]], rounds: int
+) -> dict[str, float]:
     """Best microseconds per call of each case over ``rounds`` interleaved passes.
 
     The cases alternate within each round so that machine noise (this runs on
@@ -123,15 +125,27 @@ def main() -> None:
         },
         args.rounds,
     )
-    floor_small, guard_30, guard_1000 = (results[k] for k in ("floor_small", "guard_30", "guard_1000"))
+    floor_small, guard_30, guard_1000 = (
+        results[k] for k in ("floor_small", "guard_30", "guard_1000")
+    )
     floor_big, guard_big = results["floor_big"], results["guard_big"]
 
-    print(f"{'case':44} {'us/call':>10} {'ratio':>8} target")
+    row = "{:44} {:10.2f} {:7.2f}x  {}"
+    print(f"{'case':44} {'us/call':>10} {'ratio':>8}  target")
     print(f"{'hashing floor, small params/results':44} {floor_small:10.2f}")
-    print(f"{'guard, small, historySize 30':44} {guard_30:10.2f} {guard_30 / floor_small:7.2f}x <= 1.5x floor")
-    print(f"{'guard, small, historySize 1000':44} {guard_1000:10.2f} {guard_1000 / guard_30:7.2f}x <= 1.2x history 30")
+    print(
+        row.format(
+            "guard, small, historySize 30", guard_30, guard_30 / floor_small, "<= 1.5x floor"
+        )
+    )
+    ratio_1000 = guard_1000 / guard_30
+    print(
+        row.format("guard, small, historySize 1000", guard_1000, ratio_1000, "<= 1.2x history 30")
+    )
     print(f"{'hashing floor, 100 KB text results':44} {floor_big:10.2f}")
-    print(f"{'guard, 100 KB text results':44} {guard_big:10.2f} {guard_big / floor_big:7.2f}x <= 1.2x floor")
+    print(
+        row.format("guard, 100 KB text results", guard_big, guard_big / floor_big, "<= 1.2x floor")
+    )
 
 
 if __name__ == "__main__":

@@ -8,75 +8,90 @@ for Python agents. Start with :class:`LoopGuard`::
     guard = lw.LoopGuard({"tools": {"loopDetection": {"enabled": True}}})
     run = guard.run()
     decision = run.before_call("read", {"path": "a.txt"}, call_id="c1")
+
+Public names load on first use: coding-agent hooks start a new process for
+every tool call, and ``import loopwarden.cli`` must not pay for the engine.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
 
-from .compaction import CompactionVerdict, PostCompactionGuard
-from .config import (
-    Config,
-    DetectorsConfig,
-    LoopDetectionConfig,
-    PostCompactionGuardConfig,
-    Settings,
-    load_config,
-    normalize_agent_id,
-    resolve_config,
-)
-from .detection import Detection
-from .errors import (
-    CircuitBreakerTripped,
-    CompactionLoopPersisted,
-    ConfigError,
-    LoopAbort,
-    LoopwardenError,
-    StoreError,
-)
-from .events import JsonlRunRecord, LoopEvent
-from .guard import Decision, LoopGuard, RunGuard, block_result
-from .hashing import args_hash, hash_outcome
-from .history import ToolCallHistory
-from .profiles import OutcomeProfile
-from .stores import MemoryStore, Store, store_from_url
+# Not typing.TYPE_CHECKING: importing typing alone costs more than this module.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-__all__ = [
-    "CircuitBreakerTripped",
-    "CompactionLoopPersisted",
-    "CompactionVerdict",
-    "Config",
-    "ConfigError",
-    "Decision",
-    "Detection",
-    "DetectorsConfig",
-    "JsonlRunRecord",
-    "LoopAbort",
-    "LoopDetectionConfig",
-    "LoopEvent",
-    "LoopGuard",
-    "LoopwardenError",
-    "MemoryStore",
-    "OutcomeProfile",
-    "PostCompactionGuard",
-    "PostCompactionGuardConfig",
-    "RunGuard",
-    "Settings",
-    "Store",
-    "StoreError",
-    "ToolCallHistory",
-    "__version__",
-    "args_hash",
-    "block_result",
-    "hash_outcome",
-    "load_config",
-    "normalize_agent_id",
-    "resolve_config",
-    "store_from_url",
-]
+    from .compaction import CompactionVerdict, PostCompactionGuard
+    from .config import (
+        Config,
+        DetectorsConfig,
+        LoopDetectionConfig,
+        PostCompactionGuardConfig,
+        Settings,
+        load_config,
+        normalize_agent_id,
+        resolve_config,
+    )
+    from .detection import Detection
+    from .errors import (
+        CircuitBreakerTripped,
+        CompactionLoopPersisted,
+        ConfigError,
+        LoopAbort,
+        LoopwardenError,
+        StoreError,
+    )
+    from .events import JsonlRunRecord, LoopEvent
+    from .guard import Decision, LoopGuard, RunGuard, block_result
+    from .hashing import args_hash, hash_outcome
+    from .history import ToolCallHistory
+    from .profiles import OutcomeProfile
+    from .stores import MemoryStore, Store, store_from_url
+
+# public name -> module that defines it
+_EXPORTS = {
+    "CircuitBreakerTripped": "errors",
+    "CompactionLoopPersisted": "errors",
+    "CompactionVerdict": "compaction",
+    "Config": "config",
+    "ConfigError": "errors",
+    "Decision": "guard",
+    "Detection": "detection",
+    "DetectorsConfig": "config",
+    "JsonlRunRecord": "events",
+    "LoopAbort": "errors",
+    "LoopDetectionConfig": "config",
+    "LoopEvent": "events",
+    "LoopGuard": "guard",
+    "LoopwardenError": "errors",
+    "MemoryStore": "stores",
+    "OutcomeProfile": "profiles",
+    "PostCompactionGuard": "compaction",
+    "PostCompactionGuardConfig": "config",
+    "RunGuard": "guard",
+    "Settings": "config",
+    "Store": "stores",
+    "StoreError": "errors",
+    "ToolCallHistory": "history",
+    "args_hash": "hashing",
+    "block_result": "guard",
+    "hash_outcome": "hashing",
+    "load_config": "config",
+    "normalize_agent_id": "config",
+    "resolve_config": "config",
+    "store_from_url": "stores",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value
+        return value
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version
 
@@ -85,3 +100,7 @@ def __getattr__(name: str) -> Any:
         except PackageNotFoundError:  # running from a source tree
             return "0+unknown"
     raise AttributeError(f"module 'loopwarden' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -111,12 +111,12 @@ class _Normaliser:
         self.active: set[int] = set()
         self.fix_surrogates = fix_surrogates
 
-    def key(self, key: Any) -> str:
+    def key(self, key: Any) -> Any:
         if isinstance(key, str) and not isinstance(key, enum.Enum):
-            return self.str(key)
+            return self.text(key)
         return _dumps(self.value(key, 0), option=_SORT).decode()
 
-    def str(self, value: str) -> Any:
+    def text(self, value: str) -> Any:
         if type(value) is not str:
             value = str.__str__(value)
         if self.fix_surrogates:
@@ -162,10 +162,10 @@ class _Normaliser:
         pairs.sort(key=lambda item: _dumps(item, option=_SORT))
         return {"$map": pairs}
 
-    def value(self, value: Any, depth: int) -> Any:  # noqa: PLR0911, PLR0912
+    def value(self, value: Any, depth: int) -> Any:
         t = type(value)
         if t is str:
-            return self.str(value) if self.fix_surrogates else value
+            return self.text(value) if self.fix_surrogates else value
         if t is bool or value is None:
             return value
         if t is int:
@@ -177,7 +177,7 @@ class _Normaliser:
         if isinstance(value, enum.Enum):
             return self.value(value.value, depth + 1)
         if isinstance(value, str):
-            return self.str(value)
+            return self.text(value)
         if isinstance(value, int):  # int subclasses (bool is handled above)
             return _int(int.__index__(value))
         if isinstance(value, float):
@@ -262,7 +262,7 @@ def canonical_bytes(value: Any) -> bytes:
     if _is_plain(value):
         try:
             return _dumps(value, option=_SORT)
-        except Exception:  # noqa: S110 - e.g. lone surrogates; the slow path handles them
+        except Exception:  # e.g. lone surrogates or huge ints: the slow path handles them
             pass
     try:
         return _dumps(_Normaliser().value(value, 0), option=_SORT)
@@ -280,6 +280,6 @@ def digest(value: Any) -> str:
     if _is_plain(value):
         try:
             return _sha256(_dumps(value, option=_SORT)).hexdigest()
-        except Exception:  # noqa: S110
+        except Exception:
             pass
     return _sha256(canonical_bytes(value)).hexdigest()

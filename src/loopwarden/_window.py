@@ -292,7 +292,15 @@ class RunWindow:
     # -- serialisation ---------------------------------------------------
     def dump(self) -> list[list[Any]]:
         return [
-            [r.tool_name, r.args_hash, r.call_id, r.result_hash, r.unknown_tool_name, r.timestamp, int(r.veto)]
+            [
+                r.tool_name,
+                r.args_hash,
+                r.call_id,
+                r.result_hash,
+                r.unknown_tool_name,
+                r.timestamp,
+                int(r.veto),
+            ]
             for r in self.records
         ]
 

@@ -68,7 +68,7 @@ _SETTINGS_KEYS = (
 _PROFILE_KEYS = ("volatileKeys", "volatilePatterns", "poll", "send")
 
 Source = Literal["default", "global", "agent", "repair", "direct"]
-PathKey = tuple[Union[str, int], ...]
+PathKey = tuple[str | int, ...]
 
 _logged_repairs: set[str] = set()
 
@@ -143,8 +143,9 @@ class LoopDetectionConfig:
 
     def __post_init__(self) -> None:
         issues: list[ConfigIssue] = []
-        if self.enabled is not None and not isinstance(self.enabled, bool):
-            issues.append(ConfigIssue("enabled", f"expected true, false or null, got {self.enabled!r}"))
+        enabled: object = self.enabled  # direct construction is not type-checked
+        if enabled is not None and not isinstance(enabled, bool):
+            issues.append(ConfigIssue("enabled", f"expected true, false or null, got {enabled!r}"))
         values = {attr: getattr(self, attr) for attr in _INT_FIELDS.values()}
         values["post_compaction_guard.window_size"] = self.post_compaction_guard.window_size
         for name, value in values.items():
@@ -190,7 +191,7 @@ class LoopDetectionConfig:
         clean = _validate_block(block, ("tools", "loopDetection"), issues)
         if issues:
             raise ConfigError(issues)
-        return _build(clean, {k: "global" for k in _flat_keys(clean)})
+        return _build(clean, dict.fromkeys(_flat_keys(clean), "global"))
 
     def to_dict(self) -> dict[str, Any]:
         """The effective block in OpenClaw's camelCase shape."""
@@ -207,7 +208,7 @@ class LoopDetectionConfig:
 
 
 def _flat_keys(block: Mapping[str, Any]) -> list[str]:
-    keys = []
+    keys: list[str] = []
     for key, value in block.items():
         if isinstance(value, Mapping):
             keys.extend(f"{key}.{sub}" for sub in value)
@@ -265,9 +266,7 @@ def _mapping(value: Any, path: PathKey, issues: list[ConfigIssue]) -> Mapping[st
         return None
     if isinstance(value, Mapping):
         return value
-    issues.append(
-        ConfigIssue(format_path(path), f"expected an object, got {type(value).__name__}")
-    )
+    issues.append(ConfigIssue(format_path(path), f"expected an object, got {type(value).__name__}"))
     return None
 
 
@@ -283,7 +282,9 @@ def _validate_sub(
         if key not in fields:
             issues.append(ConfigIssue(format_path(sub), _suggest(str(key), fields)))
         elif item is not None:
-            checked = _bool(item, sub, issues) if kind == "bool" else _positive_int(item, sub, issues)
+            checked = (
+                _bool(item, sub, issues) if kind == "bool" else _positive_int(item, sub, issues)
+            )
             if checked is not None:
                 clean[key] = checked
     return clean
@@ -385,7 +386,9 @@ def _validate_profile(value: Any, path: PathKey, issues: list[ConfigIssue]) -> O
                     patterns.append(re.compile(pattern))
                 except re.error as exc:
                     issues.append(
-                        ConfigIssue(format_path((*sub, index)), f"invalid regular expression: {exc}")
+                        ConfigIssue(
+                            format_path((*sub, index)), f"invalid regular expression: {exc}"
+                        )
                     )
             kwargs["volatile_patterns"] = patterns
         elif item is not None:
@@ -549,7 +552,9 @@ def _parse(raw: Any, issues: list[ConfigIssue]) -> Config:
         block = _validate_block(entry_tools["loopDetection"], block_path, issues)
         if not isinstance(agent_id, str) or not agent_id.strip():
             issues.append(
-                ConfigIssue(format_path((*path, "id")), "an agent with a loopDetection block needs an id")
+                ConfigIssue(
+                    format_path((*path, "id")), "an agent with a loopDetection block needs an id"
+                )
             )
             return
         norm = normalize_agent_id(agent_id)

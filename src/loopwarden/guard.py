@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from ._canonical import digest
 from ._window import Record
-from .config import Config, ConfigSource, LoopDetectionConfig, load_config, normalize_agent_id
+from .config import ConfigSource, LoopDetectionConfig, load_config, normalize_agent_id
 from .detection import GLOBAL_CIRCUIT_BREAKER, UNKNOWN_TOOL_REPEAT, Detection, detect_in_window
 from .errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
 from .events import EventSink, JsonlRunRecord, LoopEvent, emit
@@ -143,7 +143,9 @@ class LoopGuard:
         self.agent_id = agent_id
         self.session_id = session_id
         self.profiles: ProfileRegistry = settings.profile_registry()
-        self.fail_closed = fail_closed if fail_closed is not None else settings.fail_mode == "closed"
+        self.fail_closed = (
+            fail_closed if fail_closed is not None else settings.fail_mode == "closed"
+        )
         if store is None:
             store = settings.store or MemoryStore(ttl_seconds=settings.state_ttl_seconds)
         if isinstance(store, str):
@@ -228,7 +230,7 @@ class RunGuard:
         """Set the registered tool names used by the unknown-tool guard."""
         self.tools = frozenset(tools) if tools is not None else None
 
-    def __enter__(self) -> RunGuard:
+    def __enter__(self) -> RunGuard:  # noqa: PYI034 - RunGuard is not meant to be subclassed
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -242,7 +244,9 @@ class RunGuard:
             logger.exception("loopwarden could not delete state of run %s", self.run_id)
 
     # -- before a call -----------------------------------------------------
-    def _prepare(self, tool: Any, params: Any, call_id: Any) -> tuple[str, str, bool, str, str | None]:
+    def _prepare(
+        self, tool: Any, params: Any, call_id: Any
+    ) -> tuple[str, str, bool, str, str | None]:
         tool = tool.strip() if type(tool) is str else str(tool).strip()
         call_id = None if call_id is None else str(call_id)
         sig = f"{tool}:{digest(params)}"
@@ -262,7 +266,9 @@ class RunGuard:
             tool, sig, poll, ckey, cid = self._prepare(tool, params, call_id)
             unknown = self.tools is not None and tool not in self.tools
             outcome = self._store.transact(
-                self.key, self.config, lambda st: self._before(st, tool, sig, poll, ckey, cid, unknown)
+                self.key,
+                self.config,
+                lambda st: self._before(st, tool, sig, poll, ckey, cid, unknown),
             )
         except Exception as exc:
             return self._failed("before_call", exc)
@@ -276,7 +282,9 @@ class RunGuard:
             tool, sig, poll, ckey, cid = self._prepare(tool, params, call_id)
             unknown = self.tools is not None and tool not in self.tools
             outcome = await self._store.atransact(
-                self.key, self.config, lambda st: self._before(st, tool, sig, poll, ckey, cid, unknown)
+                self.key,
+                self.config,
+                lambda st: self._before(st, tool, sig, poll, ckey, cid, unknown),
             )
         except Exception as exc:
             return self._failed("before_call", exc)
@@ -410,9 +418,16 @@ class RunGuard:
             event = self._event("block", det, tool, call_id)
             return Decision("block", det.message, det), event, None, first
         message = _stop_message(det.unknown_tool_name or tool, det.count, det.detector)
-        st.stopped = {"tool": tool, "count": det.count, "detector": det.detector, "message": message}
+        st.stopped = {
+            "tool": tool,
+            "count": det.count,
+            "detector": det.detector,
+            "message": message,
+        }
         event = self._event("stop", det, tool, call_id, message)
-        abort = CircuitBreakerTripped(message, tool_name=tool, count=det.count, detector=det.detector)
+        abort = CircuitBreakerTripped(
+            message, tool_name=tool, count=det.count, detector=det.detector
+        )
         return Decision("block", message, det), event, abort, first
 
     def _stopped_again(
@@ -436,8 +451,12 @@ class RunGuard:
         return Decision("block", message), None, abort, first
 
     def _event(
-        self, action: Literal["warn", "block", "stop", "abort"], det: Detection, tool: str,
-        call_id: str | None, message: str | None = None,
+        self,
+        action: Literal["warn", "block", "stop", "abort"],
+        det: Detection,
+        tool: str,
+        call_id: str | None,
+        message: str | None = None,
     ) -> LoopEvent:
         return LoopEvent(
             time=time.time(),
@@ -483,7 +502,9 @@ class RunGuard:
             return None
         try:
             tool, sig, ckey, cid = self._lookup(tool, params, call_id)
-            outcome = hash_outcome(tool, params, result=result, error=error, profiles=self._profiles)
+            outcome = hash_outcome(
+                tool, params, result=result, error=error, profiles=self._profiles
+            )
             done = self._store.transact(
                 self.key, self.config, lambda st: self._after(st, tool, sig, ckey, cid, outcome)
             )
@@ -506,7 +527,9 @@ class RunGuard:
             return None
         try:
             tool, sig, ckey, cid = self._lookup(tool, params, call_id)
-            outcome = hash_outcome(tool, params, result=result, error=error, profiles=self._profiles)
+            outcome = hash_outcome(
+                tool, params, result=result, error=error, profiles=self._profiles
+            )
             done = await self._store.atransact(
                 self.key, self.config, lambda st: self._after(st, tool, sig, ckey, cid, outcome)
             )
@@ -529,7 +552,9 @@ class RunGuard:
         if rec is not None:
             window.complete(rec, h, outcome.unknown_tool_name)
         else:
-            window.append(Record(tool, sig, call_id, None, h, outcome.unknown_tool_name, time.time()))
+            window.append(
+                Record(tool, sig, call_id, None, h, outcome.unknown_tool_name, time.time())
+            )
         if st.stopped is None and st.guard.enabled:
             verdict = st.guard.observe(tool, sig, h)
             if verdict.should_abort:
@@ -655,4 +680,3 @@ class RunGuard:
 
 def _arm(st: RunState) -> None:
     st.guard.arm()
-

@@ -112,9 +112,7 @@ def extract_unknown_tool_name(message: str) -> str | None:
     return match.group(1).strip().lower() if match else None
 
 
-def is_known_poll(
-    tool: str, params: Any, profiles: ProfileRegistry = DEFAULT_REGISTRY
-) -> bool:
+def is_known_poll(tool: str, params: Any, profiles: ProfileRegistry = DEFAULT_REGISTRY) -> bool:
     """``command_status``, ``process`` with action poll/log, or a tool profiled as a poll."""
     if tool == "command_status":
         return True
@@ -294,8 +292,10 @@ def _hash_outcome(
             raw_details = get("structured_content", _ABSENT)
     if content is _ABSENT and raw_details is _ABSENT:
         return Outcome(digest(_scrub(result, profile) if scrub else result))  # type: ignore[arg-type]
-    details: Mapping[str, Any] = raw_details if isinstance(raw_details, dict) else (
-        raw_details if isinstance(raw_details, Mapping) else {}
+    details: Mapping[str, Any] = (
+        raw_details
+        if isinstance(raw_details, dict)
+        else (raw_details if isinstance(raw_details, Mapping) else {})
     )
     if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
         return _NO_OUTCOME  # our own block answer: the guard records the veto itself
@@ -325,7 +325,11 @@ def _hash_outcome(
     if (
         tool in _SEND_TOOLS
         or tool in profiles.send_tools
-        or (tool == "message" and isinstance(params, Mapping) and params.get("action") in _SEND_ACTIONS)
+        or (
+            tool == "message"
+            and isinstance(params, Mapping)
+            and params.get("action") in _SEND_ACTIONS
+        )
         or (profile is not None and profile.send)
     ):
         stripped = _strip_send_ids(details)

@@ -85,9 +85,7 @@ class ToolCallHistory:
         self, tool: str, sig: str, call_id: str | None = None, run_id: str | None = None
     ) -> Record:
         """``record_call`` with a precomputed args hash (used by trace replay)."""
-        return self._append(
-            Record(tool, sig, call_id, normalize_run_id(run_id), None, None, now())
-        )
+        return self._append(Record(tool, sig, call_id, normalize_run_id(run_id), None, None, now()))
 
     def record_outcome(
         self,

@@ -105,7 +105,9 @@ class RunState:
         """Rebuild a state; the current config decides window size and guard settings."""
         raw = orjson.loads(data)
         if not isinstance(raw, dict) or raw.get("v") != STATE_VERSION:
-            raise ValueError(f"unsupported run state version {raw.get('v') if isinstance(raw, dict) else raw!r}")
+            raise ValueError(
+                f"unsupported run state version {raw.get('v') if isinstance(raw, dict) else raw!r}"
+            )
         state = cls.new(config)
         state.window = RunWindow.load(raw["h"], config.history_size, None)
         state.guard.load(raw["g"])

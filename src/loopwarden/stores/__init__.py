@@ -27,9 +27,7 @@ T = TypeVar("T")
 class Store(Protocol):
     """Atomic per-run state updates."""
 
-    def transact(
-        self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
-    ) -> T:
+    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
         """Load (or create) the state of ``key``, apply ``fn``, save it; all atomically."""
         ...
 

@@ -23,9 +23,7 @@ class MemoryStore:
     work of a few microseconds, so the lock is never held across I/O.
     """
 
-    def __init__(
-        self, *, ttl_seconds: float | None = None, max_runs: int = 10_000
-    ) -> None:
+    def __init__(self, *, ttl_seconds: float | None = None, max_runs: int = 10_000) -> None:
         self.ttl_seconds = ttl_seconds if ttl_seconds is not None else DEFAULT_STATE_TTL_SECONDS
         self.max_runs = max_runs
         self._states: OrderedDict[str, RunState] = OrderedDict()

@@ -1,0 +1,30 @@
+"""Find documented code snippets so tests can run exactly what the docs show.
+
+A snippet is a fenced code block preceded by an HTML comment
+``<!-- snippet: NAME -->`` in README.md or any ``docs/*.md`` file.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_PATTERN = re.compile(r"<!--\s*snippet:\s*([\w.-]+)\s*-->\s*\n```[\w-]*\n(.*?)\n```", re.DOTALL)
+
+
+def all_snippets() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if path.exists():
+            for name, code in _PATTERN.findall(path.read_text(encoding="utf-8")):
+                found.setdefault(name, code)
+    return found
+
+
+def snippet(name: str) -> str:
+    """The code of snippet ``name``; fails loudly when the docs lost it."""
+    snippets = all_snippets()
+    if name not in snippets:
+        raise AssertionError(f"snippet {name!r} not found in README.md or docs/*.md")
+    return snippets[name]
