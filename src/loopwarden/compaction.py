@@ -8,14 +8,13 @@ run is aborted with ``compaction_loop_persisted`` instead of looping again.
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CompactionVerdict", "PostCompactionGuard"]
 
-logger = logging.getLogger("loopwarden")
+from ._logging import logger
 
 COMPACTION_LOOP_PERSISTED = "compaction_loop_persisted"
 # Calls remembered before arming, to report how many post-compaction calls

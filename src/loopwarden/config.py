@@ -9,7 +9,6 @@ top-level ``loopwarden`` key. Every mistake is reported with its full path
 from __future__ import annotations
 
 import difflib
-import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -31,7 +30,7 @@ __all__ = [
     "resolve_config",
 ]
 
-logger = logging.getLogger("loopwarden")
+from ._logging import logger
 
 DEFAULT_HISTORY_SIZE = 30
 DEFAULT_WARNING_THRESHOLD = 10

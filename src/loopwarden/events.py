@@ -23,7 +23,7 @@ from ._canonical import to_plain
 
 __all__ = ["EventSink", "JsonlRunRecord", "LoopEvent"]
 
-logger = logging.getLogger("loopwarden")
+from ._logging import logger
 
 Action = Literal["warn", "block", "stop", "abort"]
 

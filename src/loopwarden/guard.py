@@ -18,7 +18,6 @@ agent: they are logged and the call is allowed (or blocked, when fail-closed).
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 import uuid
@@ -41,7 +40,7 @@ from .stores.memory import MemoryStore
 
 __all__ = ["Decision", "LoopGuard", "RunGuard", "block_result"]
 
-logger = logging.getLogger("loopwarden")
+from ._logging import logger
 
 Action = Literal["allow", "warn", "block"]
 
@@ -254,8 +253,8 @@ class RunGuard:
         ckey = call_id if call_id is not None else sig
         sigs = self._sigs
         sigs[ckey if call_id is not None else f"{tool}\x1f{id(params)}"] = (sig, params)
-        if len(sigs) > 256:
-            del sigs[next(iter(sigs))]
+        if len(sigs) > 256:  # calls that never reported back; keep the newest half
+            self._sigs = dict(list(sigs.items())[128:])
         return tool, sig, poll, ckey, call_id
 
     def before_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
@@ -289,6 +288,24 @@ class RunGuard:
         except Exception as exc:
             return self._failed("before_call", exc)
         return self._finish_before(outcome, tool, sig, cid, params)
+
+    def before_call_hashed(
+        self, tool: str, args_hash: str, *, call_id: str | None = None, poll: bool = False
+    ) -> Decision:
+        """:meth:`before_call` for a call known only by its args hash (trace replay)."""
+        if self._off:
+            return _ALLOW
+        try:
+            ckey = call_id if call_id is not None else args_hash
+            unknown = self.tools is not None and tool not in self.tools
+            outcome = self._store.transact(
+                self.key,
+                self.config,
+                lambda st: self._before(st, tool, args_hash, poll, ckey, call_id, unknown),
+            )
+        except Exception as exc:
+            return self._failed("before_call", exc)
+        return self._finish_before(outcome, tool, args_hash, call_id, None)
 
     def _finish_before(
         self,
@@ -537,6 +554,32 @@ class RunGuard:
             self._failed("after_call", exc)
             return None
         return self._finish_after(done, tool, sig, cid, outcome, result, error)
+
+    def after_call_hashed(
+        self,
+        tool: str,
+        args_hash: str,
+        outcome_hash: str | None,
+        *,
+        call_id: str | None = None,
+        unknown_tool_name: str | None = None,
+        is_error: bool = False,
+    ) -> str | None:
+        """:meth:`after_call` with precomputed hashes (trace replay)."""
+        if self._off:
+            return None
+        outcome = Outcome(outcome_hash, unknown_tool_name, is_error)
+        ckey = call_id if call_id is not None else args_hash
+        try:
+            done = self._store.transact(
+                self.key,
+                self.config,
+                lambda st: self._after(st, tool, args_hash, ckey, call_id, outcome),
+            )
+        except Exception as exc:
+            self._failed("after_call", exc)
+            return None
+        return self._finish_after(done, tool, args_hash, call_id, outcome, None, None)
 
     def _after(
         self, st: RunState, tool: str, sig: str, ckey: str, call_id: str | None, outcome: Outcome

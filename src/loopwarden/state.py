@@ -26,6 +26,7 @@ MAX_CALL_KEYS = 64
 
 
 def _bounded_set(table: dict[str, Any], key: str, value: Any, limit: int) -> None:
+    """Insert, dropping the oldest key past ``limit`` (insertion order is age)."""
     table[key] = value
     if len(table) > limit:
         del table[next(iter(table))]
