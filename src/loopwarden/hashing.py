@@ -48,9 +48,19 @@ class Outcome(NamedTuple):
 
 _NO_OUTCOME = Outcome(None)
 
-_UNKNOWN_A = re.compile(r"unknown tool[:\s]+[\"']?([a-z0-9_.-]+)[\"']?", re.IGNORECASE)
-_UNKNOWN_B = re.compile(
-    r"tool\s+[\"']?([a-z0-9_.-]+)[\"']?\s+(?:not found|is not available)", re.IGNORECASE
+_NAME = r"[\"']?([a-z0-9_.-]+)[\"']?"
+# SPEC 2.4's two forms first, then the wordings of frameworks and coding agents
+# that the two forms miss or misread ("Unknown tool name: 'x'" would yield "name").
+_UNKNOWN_PATTERNS = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        r"unknown tool name[:\s]+" + _NAME,  # Pydantic AI
+        r"unknown tool[:\s]+" + _NAME,
+        r"tool\s+" + _NAME + r"\s+(?:not found|is not available)",
+        r"no such tool available[:\s]+" + _NAME,  # Claude Code
+        r"unsupported call[:\s]+" + _NAME,  # Codex CLI
+        r"^(?:error:\s*)?" + _NAME + r" is not a valid tool",  # LangChain
+    )
 )
 
 _POLL_ACTIONS = frozenset({"poll", "log"})
@@ -108,8 +118,11 @@ def args_hash(tool: str, params: Any) -> str:
 def extract_unknown_tool_name(message: str) -> str | None:
     """The tool name in an "unknown tool" / "tool X not found" error, lower-cased."""
     text = message.strip()
-    match = _UNKNOWN_A.search(text) or _UNKNOWN_B.search(text)
-    return match.group(1).strip().lower() if match else None
+    for pattern in _UNKNOWN_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            return match.group(1).strip().lower()
+    return None
 
 
 def is_known_poll(tool: str, params: Any, profiles: ProfileRegistry = DEFAULT_REGISTRY) -> bool:
