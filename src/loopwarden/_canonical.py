@@ -35,9 +35,10 @@ _sha256 = hashlib.sha256
 _Fragment = orjson.Fragment
 
 _LEAVES = frozenset({str, int, bool, type(None)})
-# orjson refuses nesting deeper than 254; deeper subtrees are replaced by their
-# own digest, which keeps equality exact without a recursion limit on our side.
-_MAX_DEPTH = 200
+# orjson refuses nesting deeper than 254, and Python recursion is bounded:
+# subtrees nested deeper than this are replaced by their own digest, computed
+# without recursion, so equality stays exact at any depth.
+_MAX_DEPTH = 100
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 _CIRCULAR = "[Circular]"
@@ -111,9 +112,10 @@ class _Normaliser:
         self.active: set[int] = set()
         self.fix_surrogates = fix_surrogates
 
-    def key(self, key: Any) -> Any:
+    def key(self, key: Any) -> str:
         if isinstance(key, str) and not isinstance(key, enum.Enum):
-            return self.text(key)
+            text = self.text(key)
+            return text if isinstance(text, str) else "$str:" + text["$str"]
         return _dumps(self.value(key, 0), option=_SORT).decode()
 
     def text(self, value: str) -> Any:
@@ -129,8 +131,7 @@ class _Normaliser:
 
     def container(self, value: Any, depth: int) -> Any:
         if depth > _MAX_DEPTH:
-            # Digest the subtree on its own; the cycle set stays shared.
-            return {"$deep": _sha256(_dumps(self.value(value, 0), option=_SORT)).hexdigest()}
+            return {"$deep": self.deep(value)}
         ident = id(value)
         if ident in self.active:
             return _CIRCULAR
@@ -145,6 +146,69 @@ class _Normaliser:
             return [self.value(v, depth + 1) for v in value]
         finally:
             self.active.discard(ident)
+
+    def deep(self, root: Any) -> str:
+        """Digest of a subtree nested beyond ``_MAX_DEPTH``, walked with an explicit stack.
+
+        Recursing further would hit Python's recursion limit at a depth that
+        depends on the caller's stack, and so give one value different digests.
+        """
+        parts: list[bytes] = []
+        # Stack items: (0, bytes) emit, (1, value) visit, (2, id) leave a container.
+        stack: list[tuple[int, Any]] = [(1, root)]
+        while stack:
+            op, item = stack.pop()
+            if op == 0:
+                parts.append(item)
+                continue
+            if op == 2:
+                self.active.discard(item)
+                continue
+            value = item
+            if isinstance(value, enum.Enum):
+                stack.append((1, value.value))
+                continue
+            if isinstance(value, (str, bytes, bytearray, memoryview, int, float)) or value is None:
+                parts.append(_dumps(self.value(value, 0), option=_SORT))
+                continue
+            if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
+                leaf = self.value(value, 0) if _is_leaf_type(value) else None
+                if leaf is not None:
+                    parts.append(_dumps(leaf, option=_SORT))
+                    continue
+                ident = id(value)
+                if ident in self.active:
+                    parts.append(b'"[Circular]"')
+                    continue
+                self.active.add(ident)
+                stack.append((2, ident))
+                stack.append((1, _object_data(value)))
+                continue
+            ident = id(value)
+            if ident in self.active:
+                parts.append(b'"[Circular]"')
+                continue
+            self.active.add(ident)
+            stack.append((2, ident))
+            if isinstance(value, Mapping):
+                items = sorted(((self.key(k), v) for k, v in value.items()), key=_first_item)
+                stack.append((0, b"}"))
+                for index in range(len(items) - 1, -1, -1):
+                    key, child = items[index]
+                    stack.append((1, child))
+                    stack.append((0, (b"," if index else b"") + _dumps(key) + b":"))
+                stack.append((0, b"{"))
+            else:
+                children = list(value)
+                if isinstance(value, (set, frozenset)):
+                    children.sort(key=lambda child: self.deep(child))
+                stack.append((0, b"]"))
+                for index in range(len(children) - 1, -1, -1):
+                    stack.append((1, children[index]))
+                    if index:
+                        stack.append((0, b","))
+                stack.append((0, b"["))
+        return _sha256(b"".join(parts)).hexdigest()
 
     def mapping(self, value: Mapping[Any, Any], depth: int) -> Any:
         out: dict[str, Any] = {}
@@ -208,6 +272,26 @@ class _Normaliser:
             return self.value(_object_data(value), depth + 1)
         finally:
             self.active.discard(ident)
+
+
+def _first_item(pair: tuple[str, Any]) -> str:
+    return pair[0]
+
+
+_LEAF_TYPES = (
+    _dt.datetime,
+    _dt.date,
+    _dt.time,
+    _dt.timedelta,
+    decimal.Decimal,
+    uuid.UUID,
+    PurePath,
+    complex,
+)
+
+
+def _is_leaf_type(value: Any) -> bool:
+    return isinstance(value, _LEAF_TYPES)
 
 
 def _type_name(value: Any) -> str:

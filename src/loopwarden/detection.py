@@ -153,7 +153,8 @@ def detect_in_window(
         )
     if detectors.ping_pong and sig == window.pp_other:
         tail = min(window.pp_tail, len(records))
-        count = tail + 1
+        # The checked call counts too, but a count never exceeds the window size.
+        count = min(tail + 1, cfg.history_size)
         if tail >= 2 and count >= warning:
             paired = window.pp_last_tool or ""
             critical = count >= cfg.critical_threshold and window.pp_evidence(tail)

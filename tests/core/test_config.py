@@ -1,0 +1,409 @@
+"""Configuration: defaults, validation, repair, per-agent merge (SPEC section 1)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import loopwarden as lw
+from loopwarden.config import normalize_agent_id
+
+
+def issues_of(exc: pytest.ExceptionInfo[lw.ConfigError]) -> list[str]:
+    return [str(issue) for issue in exc.value.issues]
+
+
+class TestDefaults:
+    def test_every_field_has_its_default(self) -> None:
+        cfg = lw.LoopDetectionConfig.from_dict({})
+        assert cfg.enabled is None
+        assert (cfg.history_size, cfg.warning_threshold, cfg.critical_threshold) == (30, 10, 20)
+        assert (cfg.global_circuit_breaker_threshold, cfg.unknown_tool_threshold) == (30, 10)
+        assert (
+            cfg.detectors.generic_repeat
+            and cfg.detectors.known_poll_no_progress
+            and cfg.detectors.ping_pong
+        )
+        assert cfg.post_compaction_guard.window_size == 3
+        assert lw.resolve_config(None, None) == cfg
+        assert lw.resolve_config({}, "anyone") == cfg
+
+    def test_to_dict_round_trip(self) -> None:
+        block = {"enabled": True, "historySize": 50, "detectors": {"pingPong": False}}
+        cfg = lw.LoopDetectionConfig.from_dict(block)
+        assert lw.LoopDetectionConfig.from_dict(cfg.to_dict()) == cfg
+        assert cfg.to_dict()["detectors"] == {
+            "genericRepeat": True,
+            "knownPollNoProgress": True,
+            "pingPong": False,
+        }
+
+    def test_null_counts_as_unset_and_integral_floats_are_ints(self) -> None:
+        cfg = lw.LoopDetectionConfig.from_dict(
+            {
+                "enabled": None,
+                "historySize": 5.0,
+                "detectors": {"pingPong": None},
+                "postCompactionGuard": None,
+            }
+        )
+        assert cfg.enabled is None and cfg.history_size == 5 and isinstance(cfg.history_size, int)
+        assert cfg.detectors.ping_pong is True
+
+
+class TestValidation:
+    def test_unknown_key_with_suggestion(self) -> None:
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.LoopDetectionConfig.from_dict({"warningTreshold": 5})
+        (issue,) = exc.value.issues
+        assert issue.path == "tools.loopDetection.warningTreshold"
+        assert "did you mean 'warningThreshold'" in issue.message
+
+    @pytest.mark.parametrize(
+        ("block", "path", "found"),
+        [
+            ({"historySize": 0}, "tools.loopDetection.historySize", "0"),
+            ({"historySize": -3}, "tools.loopDetection.historySize", "-3"),
+            ({"warningThreshold": 2.5}, "tools.loopDetection.warningThreshold", "2.5"),
+            ({"criticalThreshold": "20"}, "tools.loopDetection.criticalThreshold", "'20'"),
+            ({"unknownToolThreshold": True}, "tools.loopDetection.unknownToolThreshold", "True"),
+            ({"enabled": "yes"}, "tools.loopDetection.enabled", "'yes'"),
+            ({"detectors": {"pingPong": 1}}, "tools.loopDetection.detectors.pingPong", "1"),
+            ({"detectors": []}, "tools.loopDetection.detectors", "list"),
+            (
+                {"postCompactionGuard": {"windowSize": 0}},
+                "tools.loopDetection.postCompactionGuard.windowSize",
+                "0",
+            ),
+            (
+                {"postCompactionGuard": {"window": 2}},
+                "tools.loopDetection.postCompactionGuard.window",
+                "window",
+            ),
+        ],
+    )
+    def test_wrong_values_name_their_path(
+        self, block: dict[str, Any], path: str, found: str
+    ) -> None:
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.LoopDetectionConfig.from_dict(block)
+        (issue,) = exc.value.issues
+        assert issue.path == path
+        assert found in issue.message or found in issue.path
+
+    def test_all_problems_are_reported_at_once(self) -> None:
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.resolve_config(
+                {
+                    "tools": {"loopDetection": {"historySize": 0, "bogus": 1}},
+                    "agents": {
+                        "list": [
+                            {"id": "a"},
+                            {"id": "b", "tools": {"loopDetection": {"enabled": 3}}},
+                        ]
+                    },
+                },
+                None,
+            )
+        paths = [issue.path for issue in exc.value.issues]
+        assert paths == [
+            "tools.loopDetection.historySize",
+            "tools.loopDetection.bogus",
+            "agents.list[1].tools.loopDetection.enabled",
+        ]
+        assert "3 problems" in str(exc.value)
+
+    def test_direct_construction_is_validated(self) -> None:
+        with pytest.raises(lw.ConfigError):
+            lw.LoopDetectionConfig(history_size=0)
+        with pytest.raises(lw.ConfigError):
+            lw.LoopDetectionConfig(enabled="yes")  # type: ignore[arg-type]
+
+    def test_loop_detection_fields_at_the_top_level_are_an_error(self) -> None:
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config({"enabled": True})
+        assert "tools.loopDetection" in str(exc.value)
+
+    def test_other_openclaw_keys_are_ignored(self) -> None:
+        cfg = lw.load_config(
+            {"gateway": {"port": 1}, "models": [], "tools": {"exec": {}, "loopDetection": {}}}
+        )
+        assert cfg.for_agent(None) == lw.LoopDetectionConfig()
+
+    def test_loopwarden_settings(self) -> None:
+        cfg = lw.load_config(
+            {
+                "loopwarden": {
+                    "sendTools": ["slack_post"],
+                    "outcomeProfiles": {"deploy": {"volatileKeys": ["requestId"], "poll": True}},
+                    "store": "memory://",
+                    "failMode": "closed",
+                    "logParams": True,
+                    "stateTtlSeconds": 60,
+                }
+            }
+        )
+        settings = cfg.settings
+        assert settings.send_tools == frozenset({"slack_post"})
+        assert settings.outcome_profiles["deploy"].poll
+        assert settings.fail_mode == "closed" and settings.log_params
+        assert settings.state_ttl_seconds == 60.0
+        registry = settings.profile_registry()
+        assert "slack_post" in registry.send_tools and registry.get("Bash") is not None
+
+    def test_loopwarden_settings_errors(self) -> None:
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config(
+                {
+                    "loopwarden": {
+                        "failmode": "open",
+                        "failMode": "sometimes",
+                        "outcomeProfiles": {"t": {"volatilePatterns": ["("]}},
+                        "sendTools": "x",
+                    }
+                }
+            )
+        text = "\n".join(issues_of(exc))
+        assert "loopwarden.failmode" in text and "did you mean 'failMode'" in text
+        assert "loopwarden.failMode" in text and "'open' or 'closed'" in text
+        assert "loopwarden.outcomeProfiles.t.volatilePatterns[0]" in text
+        assert "loopwarden.sendTools" in text
+
+
+class TestRepair:
+    def test_critical_and_breaker_are_lifted(self, lw_logs: pytest.LogCaptureFixture) -> None:
+        cfg = lw.LoopDetectionConfig.from_dict(
+            {"warningThreshold": 2, "criticalThreshold": 2, "globalCircuitBreakerThreshold": 3}
+        )
+        assert (
+            cfg.warning_threshold,
+            cfg.critical_threshold,
+            cfg.global_circuit_breaker_threshold,
+        ) == (2, 3, 4)
+        assert len(cfg.repairs) == 2
+        assert cfg.source_of("criticalThreshold") == "repair"
+        messages = [r.getMessage() for r in lw_logs.records if r.levelno == logging.WARNING]
+        assert any("criticalThreshold 2" in m for m in messages)
+        assert any("globalCircuitBreakerThreshold 3" in m for m in messages)
+
+    def test_repair_is_logged_once(self, lw_logs: pytest.LogCaptureFixture) -> None:
+        block = {"warningThreshold": 41, "criticalThreshold": 7}
+        for _ in range(3):
+            lw.LoopDetectionConfig.from_dict(block)
+        repaired = [r for r in lw_logs.records if "criticalThreshold 7" in r.getMessage()]
+        assert len(repaired) == 1
+
+    def test_repair_runs_on_the_merged_result(self) -> None:
+        full = {
+            "tools": {"loopDetection": {"warningThreshold": 15}},
+            "agents": {
+                "list": [{"id": "a", "tools": {"loopDetection": {"criticalThreshold": 12}}}]
+            },
+        }
+        cfg = lw.resolve_config(full, "a")
+        assert (
+            cfg.warning_threshold,
+            cfg.critical_threshold,
+            cfg.global_circuit_breaker_threshold,
+        ) == (15, 16, 30)
+
+    def test_unknown_tool_threshold_has_no_ordering_rule(self) -> None:
+        cfg = lw.LoopDetectionConfig.from_dict({"unknownToolThreshold": 99})
+        assert cfg.unknown_tool_threshold == 99 and not cfg.repairs
+
+
+class TestAgents:
+    GLOBAL = {"enabled": True, "warningThreshold": 5, "detectors": {"pingPong": False}}
+
+    def test_field_by_field_merge(self) -> None:
+        """Reference scenario 6.6.1."""
+        full = {
+            "tools": {"loopDetection": self.GLOBAL},
+            "agents": {
+                "list": [
+                    {
+                        "id": "safe-runner",
+                        "tools": {
+                            "loopDetection": {
+                                "criticalThreshold": 8,
+                                "detectors": {"genericRepeat": False},
+                            }
+                        },
+                    }
+                ]
+            },
+        }
+        cfg = lw.resolve_config(full, "safe-runner")
+        assert cfg.enabled is True and cfg.warning_threshold == 5 and cfg.critical_threshold == 8
+        assert cfg.detectors.ping_pong is False and cfg.detectors.generic_repeat is False
+        assert cfg.detectors.known_poll_no_progress is True
+        assert cfg.source_of("warningThreshold") == "global"
+        assert cfg.source_of("criticalThreshold") == "agent"
+        assert cfg.source_of("detectors.genericRepeat") == "agent"
+        assert cfg.source_of("historySize") == "default"
+        assert lw.resolve_config(full, "someone-else").critical_threshold == 20
+
+    def test_agent_false_wins(self) -> None:
+        """Reference scenario 6.6.2."""
+        full = {
+            "tools": {"loopDetection": {"enabled": True}},
+            "agents": {"list": [{"id": "quiet", "tools": {"loopDetection": {"enabled": False}}}]},
+        }
+        assert lw.resolve_config(full, "quiet").enabled is False
+
+    def test_only_one_side(self) -> None:
+        """Reference scenario 6.6.3."""
+        only_agent = {
+            "agents": {"list": [{"id": "a", "tools": {"loopDetection": {"historySize": 7}}}]}
+        }
+        assert lw.resolve_config(only_agent, "a").history_size == 7
+        assert lw.resolve_config(only_agent, None).history_size == 30
+        only_global = {"tools": {"loopDetection": {"historySize": 9}}}
+        assert lw.resolve_config(only_global, "a").history_size == 9
+
+    def test_agent_null_does_not_clear_global(self) -> None:
+        full = {
+            "tools": {"loopDetection": {"enabled": True}},
+            "agents": {"list": [{"id": "a", "tools": {"loopDetection": {"enabled": None}}}]},
+        }
+        assert lw.resolve_config(full, "a").enabled is True
+
+    def test_entries_layout_and_id_normalisation(self) -> None:
+        full = {
+            "agents": {
+                "entries": {"Research Bot": {"tools": {"loopDetection": {"historySize": 11}}}}
+            }
+        }
+        assert lw.resolve_config(full, " research  bot ").history_size == 11
+        assert lw.resolve_config(full, "RESEARCH-BOT").history_size == 11
+        cfg = lw.load_config(full)
+        assert cfg.agent_ids() == ["research-bot"]
+
+    def test_duplicate_agents_are_an_error(self) -> None:
+        full = {
+            "agents": {
+                "list": [{"id": "a", "tools": {"loopDetection": {}}}],
+                "entries": {"A": {"tools": {"loopDetection": {}}}},
+            }
+        }
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config(full)
+        assert "already has a loopDetection block" in str(exc.value)
+
+    def test_agent_without_id(self) -> None:
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config({"agents": {"list": [{"tools": {"loopDetection": {"enabled": True}}}]}})
+        assert exc.value.issues[0].path == "agents.list[0].id"
+        # agents without a loopDetection block are not ours to check
+        assert lw.load_config({"agents": {"list": [{"name": "no id, no block"}]}}).agent_ids() == []
+
+    @pytest.mark.parametrize(
+        ("raw", "expected"),
+        [
+            ("Main", "main"),
+            ("", "main"),
+            ("   ", "main"),
+            (None, "main"),
+            ("Safe Runner!", "safe-runner"),
+            ("--a--b--", "a--b"),
+            ("ü-ber", "ber"),
+            ("x" * 80, "x" * 64),
+            ("agent_1-ok", "agent_1-ok"),
+        ],
+    )
+    def test_normalize_agent_id(self, raw: Any, expected: str) -> None:
+        assert normalize_agent_id(raw) == expected
+
+
+class TestFiles:
+    def test_openclaw_json5_file_loads(self, tmp_path: Path) -> None:
+        path = tmp_path / "openclaw.json"
+        path.write_text(
+            """// an OpenClaw config
+{
+  gateway: { port: 18789 },
+  tools: {
+    loopDetection: {
+      enabled: true,   // turn it on
+      warningThreshold: 8,
+    },
+  },
+  agents: {
+    list: [
+      { id: 'safe-runner', tools: { loopDetection: { criticalThreshold: 16 } } },
+    ],
+  },
+}
+""",
+            encoding="utf-8",
+        )
+        cfg = lw.load_config(path)
+        assert cfg.source == str(path)
+        agent = cfg.for_agent("safe-runner")
+        assert (agent.enabled, agent.warning_threshold, agent.critical_threshold) == (True, 8, 16)
+        assert cfg.for_agent("safe-runner") is agent  # cached
+        assert lw.load_config(str(path)).for_agent(None).warning_threshold == 8
+
+    def test_errors_name_file_and_line(self, tmp_path: Path) -> None:
+        path = tmp_path / "bad.json5"
+        path.write_text(
+            """{
+  tools: {
+    loopDetection: {
+      historySize: 0,
+    },
+  },
+  agents: {
+    list: [
+      { id: "a" },
+      { id: "b" },
+      {
+        id: "c",
+        tools: { loopDetection: {
+          warningTreshold: 3,
+        } },
+      },
+    ],
+  },
+}
+""",
+            encoding="utf-8",
+        )
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config(path)
+        rendered = issues_of(exc)
+        assert rendered[0].startswith(f"{path}:4: tools.loopDetection.historySize:")
+        assert rendered[1].startswith(
+            f"{path}:14: agents.list[2].tools.loopDetection.warningTreshold:"
+        )
+        assert "did you mean 'warningThreshold'" in rendered[1]
+
+    def test_parse_errors_name_file_and_line(self, tmp_path: Path) -> None:
+        path = tmp_path / "broken.json5"
+        path.write_text(
+            "{\n  tools: {\n    loopDetection: { enabled: true,, }\n  }\n}\n", encoding="utf-8"
+        )
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config(path)
+        (issue,) = exc.value.issues
+        assert issue.file == str(path) and issue.line == 3
+        assert "not valid JSON5" in issue.message
+
+    def test_missing_file(self, tmp_path: Path) -> None:
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config(tmp_path / "nope.json")
+        assert "cannot read config file" in str(exc.value)
+
+    def test_with_overrides(self) -> None:
+        cfg = lw.load_config(
+            {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 10}}}
+        )
+        changed = cfg.with_overrides({"warningThreshold": 5, "detectors.pingPong": False})
+        assert changed.for_agent(None).warning_threshold == 5
+        assert changed.for_agent(None).detectors.ping_pong is False
+        assert cfg.for_agent(None).warning_threshold == 10
+        with pytest.raises(lw.ConfigError):
+            cfg.with_overrides({"warningThreshold": 0})

@@ -1,0 +1,96 @@
+"""The public surface: SPEC 8 names, sorted exports, cheap and framework-free import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import loopwarden as lw
+
+SPEC_8 = [
+    "LoopDetectionConfig",
+    "resolve_config",
+    "ToolCallHistory",
+    "PostCompactionGuard",
+]
+
+
+def test_spec_names_are_exported() -> None:
+    for name in SPEC_8:
+        assert name in lw.__all__ and getattr(lw, name) is not None
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert lw.__all__ == sorted(lw.__all__)
+    for name in lw.__all__:
+        assert getattr(lw, name) is not None, name
+    assert set(dir(lw)) >= set(lw.__all__)
+
+
+def test_spec_8_usage() -> None:
+    """The usage block of SPEC section 8, verbatim in spirit."""
+    cfg = lw.LoopDetectionConfig.from_dict({"enabled": True})
+    cfg2 = lw.resolve_config({"tools": {"loopDetection": {"enabled": True}}}, None)
+    assert cfg == cfg2 and cfg.enabled is True
+    ints = (
+        cfg.history_size,
+        cfg.warning_threshold,
+        cfg.critical_threshold,
+        cfg.global_circuit_breaker_threshold,
+        cfg.unknown_tool_threshold,
+    )
+    assert ints == (30, 10, 20, 30, 10)
+    assert (
+        cfg.detectors.generic_repeat,
+        cfg.detectors.known_poll_no_progress,
+        cfg.detectors.ping_pong,
+    ) == (
+        True,
+        True,
+        True,
+    )
+    assert cfg.post_compaction_guard.window_size == 3
+    hist = lw.ToolCallHistory(cfg)
+    hist.record_call("read", {"p": 1}, call_id=None, run_id=None)
+    rec = hist.record_outcome("read", {"p": 1}, call_id=None, run_id=None, result="x")
+    assert rec is not None and len(hist) == 1
+    assert hist.record_outcome("read", {"p": 1}) is None
+    assert hist.detect("read", {"p": 1}, run_id=None) is None
+    guard = lw.PostCompactionGuard(window_size=3, enabled=True)
+    guard.arm()
+    assert guard.armed and guard.remaining_attempts == 3
+    v = guard.observe("read", "h1", "r1")
+    assert (v.should_abort, v.armed, v.remaining_attempts, v.count, v.tool_name) == (
+        False,
+        True,
+        2,
+        1,
+        "read",
+    )
+    off = lw.PostCompactionGuard(window_size=3, enabled=False)
+    off.arm()
+    assert not off.armed
+    v = off.observe("read", "h", "r")
+    assert (v.should_abort, v.armed, v.remaining_attempts) == (False, False, 0)
+
+
+def test_import_is_cheap_and_imports_no_framework() -> None:
+    code = (
+        "import sys, loopwarden, loopwarden.cli, loopwarden.integrations;"
+        "heavy = {'orjson', 'json5', 'click', 'langchain', 'langchain_core', 'agents',"
+        " 'pydantic_ai', 'google.adk', 'mcp', 'sqlite3', 'typing'} & set(sys.modules);"
+        "print(sorted(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_engine_imports_no_framework() -> None:
+    code = (
+        "import sys, loopwarden as lw; lw.LoopGuard(None).run().before_call('t', {});"
+        "fw = {'langchain', 'langchain_core', 'agents', 'pydantic_ai', 'google.adk', 'mcp',"
+        " 'click'};"
+        "print(sorted(fw & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
