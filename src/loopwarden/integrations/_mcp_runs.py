@@ -1,0 +1,111 @@
+"""Session and run bookkeeping for the MCP proxy and middleware (no MCP imports).
+
+MCP has no notion of an agent run. A downstream connection is a session; a
+session's tool calls belong to one run until the session has been idle for
+``run_idle_seconds``, then the next call starts a new run (so a desktop client
+that stays connected for days does not carry loop counts, or a stopped run,
+from one conversation into the next).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..guard import LoopGuard, RunGuard
+
+__all__ = ["DEFAULT_RUN_IDLE_SECONDS", "RunTable"]
+
+from .._logging import logger
+
+DEFAULT_RUN_IDLE_SECONDS = 300.0
+"""A session's next call after this many idle seconds starts a new run."""
+
+_MAX_INFLIGHT = 1024
+
+
+@dataclass
+class _Entry:
+    run: RunGuard
+    last: float
+    inflight: set[str] = field(default_factory=set)
+
+
+class RunTable:
+    """The current run of every downstream session (least recently used dropped first)."""
+
+    def __init__(
+        self,
+        guard: LoopGuard,
+        *,
+        run_idle_seconds: float | None = DEFAULT_RUN_IDLE_SECONDS,
+        max_sessions: int = 1024,
+    ) -> None:
+        if run_idle_seconds is not None and run_idle_seconds <= 0:
+            run_idle_seconds = None
+        self.guard = guard
+        self.run_idle_seconds = run_idle_seconds
+        self.max_sessions = max_sessions
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._seq = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def enter(
+        self, session: str, request_id: object, tools: frozenset[str] | None
+    ) -> tuple[RunGuard, str | None]:
+        """The run for a call in ``session``, and a call id unique among its calls in flight."""
+        now = time.monotonic()
+        entries = self._entries
+        entry = entries.get(session)
+        idle = self.run_idle_seconds
+        if (
+            entry is not None
+            and idle is not None
+            and now - entry.last > idle
+            and not entry.inflight
+        ):
+            logger.info("loopwarden: session %s was idle; starting a new run", session)
+            entry.run.end()
+            del entries[session]
+            entry = None
+        if entry is None:
+            run = self.guard.run(f"mcp-{uuid.uuid4().hex[:12]}", session_id=session, tools=tools)
+            entry = entries[session] = _Entry(run, now)
+            if len(entries) > self.max_sessions:
+                _, dropped = entries.popitem(last=False)
+                dropped.run.end()
+        else:
+            entries.move_to_end(session)
+            entry.last = now
+            if entry.run.tools is not tools:
+                entry.run.set_tools(tools)
+        call_id = None if request_id is None else str(request_id)
+        if call_id is not None:
+            inflight = entry.inflight
+            # Two clients sharing a session (stateless HTTP) may reuse request ids.
+            if call_id in inflight:
+                call_id = f"{call_id}#{next(self._seq)}"
+            if len(inflight) < _MAX_INFLIGHT:
+                inflight.add(call_id)
+        return entry.run, call_id
+
+    def leave(self, session: str, call_id: str | None) -> None:
+        """A call of ``session`` finished (answered or blocked)."""
+        entry = self._entries.get(session)
+        if entry is not None and call_id is not None:
+            entry.inflight.discard(call_id)
+            entry.last = time.monotonic()
+
+    def runs(self) -> Iterable[RunGuard]:
+        return [entry.run for entry in self._entries.values()]
+
+    def close(self) -> None:
+        for entry in self._entries.values():
+            entry.run.end()
+        self._entries.clear()
