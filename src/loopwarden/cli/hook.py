@@ -1,0 +1,119 @@
+"""``loopwarden hook AGENT``: forward the event to the hook helper, else handle it here.
+
+Runs for every tool call, so it imports only ``_socket``; see
+:mod:`loopwarden.hooks.daemon` (helper, wire format) and
+:mod:`loopwarden.hooks.runner` (the handling itself).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # importing typing would cost more than this whole module
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["AGENTS", "ENV_KEYS", "PROTOCOL", "main", "runtime_dir", "socket_path"]
+
+AGENTS = ("claude-code", "codex", "gemini")
+PROTOCOL = "LWH1"
+# What the answer depends on: sent along so the helper answers as this process would.
+ENV_KEYS = (
+    "HOME",
+    "LOOPWARDEN_AGENT_ID",
+    "LOOPWARDEN_CONFIG",
+    "LOOPWARDEN_LOG",
+    "LOOPWARDEN_STATE",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+)
+
+
+def runtime_dir(env: Mapping[str, str]) -> str:
+    d = env.get("LOOPWARDEN_RUNTIME_DIR")
+    if d:
+        return d
+    d = env.get("XDG_RUNTIME_DIR")
+    return d + "/loopwarden" if d else f"/tmp/loopwarden-{os.getuid()}"
+
+
+def socket_path(env: Mapping[str, str]) -> str:
+    """One helper per environment and installation (FNV-1a: no hashlib import)."""
+    h = 0xCBF29CE484222325
+    key = f"{sys.prefix}\0{os.path.dirname(os.path.dirname(__file__))}\0{PROTOCOL}"
+    for byte in key.encode("utf-8", "surrogateescape"):
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{runtime_dir(env)}/hook-{h:016x}.sock"
+
+
+def _forward(argv: list[str], payload: bytes) -> tuple[int, bytes, bytes] | None:
+    """The helper's answer, or None if no helper took the event (then handle it here)."""
+    try:
+        import _socket
+
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except (ImportError, AttributeError, OSError):
+        return None
+    env = os.environ
+    path = socket_path(env)
+    try:
+        st = os.stat(path.rpartition("/")[0])
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None  # never talk to a socket in a directory others control
+        sock.settimeout(2.0)
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    pairs = [f"{k}={env[k]}" for k in ENV_KEYS if k in env]
+    fields = [PROTOCOL, cwd, str(len(argv)), *argv, str(len(pairs)), *pairs, ""]
+    chunks = []
+    try:
+        sock.settimeout(20.0)  # above the store's busy timeout, below the agents' hook timeout
+        sock.sendall(b"\0".join([os.fsencode(f) for f in fields]) + payload)
+        sock.shutdown(_socket.SHUT_WR)
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except OSError as exc:
+        # The event may be recorded already: never handle it twice; allow (fail open).
+        return 0, b"{}", f"loopwarden: the hook helper failed ({exc}); allowed\n".encode()
+    finally:
+        sock.close()
+    code, _, rest = b"".join(chunks).partition(b"\0")
+    if code == b"R":
+        return None  # the helper is outdated and exiting
+    size, _, rest = rest.partition(b"\0")
+    try:
+        return int(code), rest[int(size) :], rest[: int(size)]
+    except ValueError:
+        return 0, b"{}", b"loopwarden: malformed answer from the hook helper; allowed\n"
+
+
+def main(argv: list[str]) -> int:
+    payload = None
+    if (
+        argv
+        and argv[0] in AGENTS
+        and not {"--no-daemon", "-h", "--help"}.intersection(argv)
+        and os.environ.get("LOOPWARDEN_HOOK_DAEMON", "1").lower() not in ("0", "off", "no", "false")
+    ):
+        try:
+            payload = sys.stdin.buffer.read()
+        except (AttributeError, OSError, ValueError):
+            payload = b""
+        answer = _forward(argv, payload)
+        if answer is not None:
+            if answer[2]:
+                sys.stderr.buffer.write(answer[2])
+                sys.stderr.flush()
+            sys.stdout.buffer.write(answer[1])
+            sys.stdout.flush()
+            return answer[0]
+    from ..hooks.runner import run_cli
+
+    return run_cli(argv, payload)

@@ -1,0 +1,17 @@
+"""Coding-agent hooks: Claude Code, Codex CLI and Gemini CLI.
+
+``loopwarden hook AGENT`` reads one hook event (JSON on stdin) and answers the
+way that agent expects. The modules here do the work; the command's entry
+point (``loopwarden.cli.hook``) stays tiny, because a hook process starts for
+every tool call:
+
+* :mod:`.agents` - per-agent event names, fields and answer shapes;
+* :mod:`.runner` - one event through the guard (config, store, run ids);
+* :mod:`.transcript` - unknown-tool calls read from the session transcript;
+* :mod:`.daemon` - the optional long-lived helper the entry point forwards to;
+* :mod:`.settings` - the agents' settings files, for ``install`` and ``doctor``.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,310 @@
+"""The hook helper: a long-lived process that answers forwarded hook events.
+
+Started on demand by the first hook invocation that finds none running, it
+listens on a Unix socket in a private directory (``$LOOPWARDEN_RUNTIME_DIR``,
+``$XDG_RUNTIME_DIR/loopwarden`` or ``/tmp/loopwarden-<uid>``, mode 0700) and
+exits after ``$LOOPWARDEN_HOOK_IDLE`` seconds without events (default 900),
+on ``loopwarden hook --stop-daemon``, or when loopwarden's own source files
+change (an upgrade), after telling the caller to handle its event itself.
+
+Every event is answered by :func:`loopwarden.hooks.runner.handle` with the
+caller's argv, environment and working directory; all state is in the SQLite
+store, so the helper holds nothing a hook process would not see.
+
+Wire format (one connection per event; ``\\0`` separates fields)::
+
+    request:  LWH1 \\0 cwd \\0 N \\0 argv[0..N] \\0 M \\0 env[0..M] (k=v) \\0 <event bytes>
+    control:  LWC1 \\0 stop|ping
+    answer:   <exit code> \\0 <len(stderr)> \\0 <stderr> <stdout>     or  R  (outdated: retry)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .._logging import logger
+from ..cli.hook import PROTOCOL, runtime_dir, socket_path
+from .runner import HookContext, handle, write_log
+
+__all__ = ["DEFAULT_IDLE_SECONDS", "main", "ping", "serve", "spawn", "stop"]
+
+DEFAULT_IDLE_SECONDS = 900.0
+CONTROL = "LWC1"
+_WORKERS = 4
+_STALE_CHECK_SECONDS = 2.0
+
+
+def _idle_seconds(env: Mapping[str, str]) -> float:
+    try:
+        value = float(env.get("LOOPWARDEN_HOOK_IDLE", DEFAULT_IDLE_SECONDS))
+    except ValueError:
+        return DEFAULT_IDLE_SECONDS
+    return value if value > 0 else DEFAULT_IDLE_SECONDS
+
+
+def _private_dir(path: str) -> bool:
+    """Create the runtime directory (0700); refuse one that another user controls."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+        if st.st_uid != os.getuid():
+            return False
+        if st.st_mode & 0o077:
+            os.chmod(path, 0o700)
+        return True
+    except OSError:
+        return False
+
+
+class _SourceWatch:
+    """Notices when loopwarden's loaded modules change on disk (an upgrade or an edit)."""
+
+    def __init__(self) -> None:
+        self.files = {
+            path: self._mtime(path)
+            for name, module in list(sys.modules.items())
+            if name.split(".")[0] == "loopwarden"
+            and isinstance(path := getattr(module, "__file__", None), str)
+        }
+        self.checked = time.monotonic()
+
+    @staticmethod
+    def _mtime(path: str) -> int:
+        try:
+            return os.stat(path).st_mtime_ns
+        except OSError:
+            return -1
+
+    def changed(self) -> bool:
+        now = time.monotonic()
+        if now - self.checked < _STALE_CHECK_SECONDS:
+            return False
+        self.checked = now
+        return any(self._mtime(path) != mtime for path, mtime in self.files.items())
+
+
+def _split(data: bytes, count: int) -> tuple[list[bytes], bytes]:
+    fields: list[bytes] = []
+    rest = data
+    for _ in range(count):
+        field, sep, rest = rest.partition(b"\0")
+        if not sep:
+            raise ValueError("truncated request")
+        fields.append(field)
+    return fields, rest
+
+
+def _parse(data: bytes) -> tuple[str, list[str], dict[str, str], bytes]:
+    (magic, cwd, n_argv), rest = _split(data, 3)
+    if magic.decode() != PROTOCOL:
+        raise ValueError(f"unknown protocol {magic[:16]!r}")
+    argv, rest = _split(rest, int(n_argv))
+    (n_env,), rest = _split(rest, 1)
+    pairs, payload = _split(rest, int(n_env))
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, _, value = os.fsdecode(pair).partition("=")
+        env[key] = value
+    return os.fsdecode(cwd), [os.fsdecode(a) for a in argv], env, payload
+
+
+def _recv_all(conn: socket.socket) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+class _Server:
+    def __init__(self, path: str, idle: float) -> None:
+        self.path = path
+        self.idle = idle
+        self.ctx = HookContext()
+        self.watch = _SourceWatch()
+        self.stopping = threading.Event()
+        self.active = 0
+        self.lock = threading.Lock()
+        self.last = time.monotonic()
+
+    def serve_conn(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.active += 1
+        try:
+            conn.settimeout(10.0)
+            data = _recv_all(conn)
+            if data.startswith(CONTROL.encode() + b"\0"):
+                command = data[len(CONTROL) + 1 :]
+                if command == b"stop":
+                    self.stopping.set()
+                conn.sendall(f"0\0{os.getpid()}".encode())
+                return
+            if self.watch.changed():
+                self.stopping.set()
+                conn.sendall(b"R")  # the caller handles it with the new code
+                return
+            try:
+                cwd, argv, env, payload = _parse(data)
+            except (ValueError, UnicodeDecodeError) as exc:
+                # Only a mismatched client sends this; say so where a user will see it.
+                message = f"loopwarden hook helper: malformed request ({exc}); allowed"
+                write_log(os.environ, [(logging.ERROR, message, False)], "hook-helper")
+                err = f"{message}\n".encode()
+                conn.sendall(f"0\0{len(err)}\0".encode() + err + b"{}")
+                return
+            reply = handle(self.ctx, argv, env, cwd, payload)
+            err = reply.err.encode("utf-8", "replace")
+            conn.sendall(f"{reply.code}\0{len(err)}\0".encode() + err + reply.out)
+        except OSError:
+            pass  # the hook process went away; nothing to answer
+        finally:
+            conn.close()
+            with self.lock:
+                self.active -= 1
+                self.last = time.monotonic()
+
+    def idle_expired(self) -> bool:
+        with self.lock:
+            return self.active == 0 and time.monotonic() - self.last > self.idle
+
+
+def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS) -> int:
+    """Run the helper on ``path`` until idle, stopped or outdated. Returns an exit code."""
+    import fcntl
+
+    directory = os.path.dirname(path)
+    if not _private_dir(directory):
+        return 1
+    lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + 3.0
+    while True:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            # Another helper runs (or is exiting after an upgrade): wait a little.
+            if time.monotonic() > deadline:
+                os.close(lock_fd)
+                return 0
+            time.sleep(0.05)
+    server = _Server(path, idle)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    inode = -1
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a dead helper's socket; we hold the lock, so no live one
+        sock.bind(path)
+        sock.listen(64)
+        sock.settimeout(0.5)
+        inode = os.stat(path).st_ino
+        Path(path + ".pid").write_text(f"{os.getpid()}\n")
+        with ThreadPoolExecutor(_WORKERS, thread_name_prefix="loopwarden-hook") as pool:
+            while not server.stopping.is_set():
+                try:
+                    conn, _ = sock.accept()
+                except TimeoutError:
+                    if server.idle_expired():
+                        break
+                    continue
+                with server.lock:
+                    server.last = time.monotonic()
+                pool.submit(server.serve_conn, conn)
+    finally:
+        sock.close()
+        try:
+            if os.stat(path).st_ino == inode:
+                os.unlink(path)
+            os.unlink(path + ".pid")
+        except OSError:
+            pass
+        server.ctx.close()
+        os.close(lock_fd)
+    return 0
+
+
+def _control(env: Mapping[str, str], command: str) -> int | None:
+    """Send a control command; the helper's pid, or None when none answers."""
+    path = socket_path(env)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(2.0)
+        sock.connect(path)
+        sock.sendall(f"{CONTROL}\0{command}".encode())
+        sock.shutdown(socket.SHUT_WR)
+        answer = _recv_all(sock)
+    except OSError:
+        return None
+    finally:
+        sock.close()
+    code, _, pid = answer.partition(b"\0")
+    try:
+        return int(pid) if code == b"0" else None
+    except ValueError:
+        return None
+
+
+def ping(env: Mapping[str, str]) -> int | None:
+    """The pid of the running helper, or None."""
+    return _control(env, "ping")
+
+
+def stop(env: Mapping[str, str], wait: float = 5.0) -> bool:
+    """Ask the running helper to exit and wait until its socket is gone."""
+    pid = _control(env, "stop")
+    if pid is None:
+        return False
+    deadline = time.monotonic() + wait
+    path = socket_path(env)
+    while time.monotonic() < deadline and os.path.exists(path):
+        time.sleep(0.02)
+    return True
+
+
+def spawn(env: Mapping[str, str]) -> bool:
+    """Start a helper in the background (detached, no inherited pipes). Best effort."""
+    if not hasattr(os, "posix_spawn") or not hasattr(socket, "AF_UNIX"):
+        return False
+    path = socket_path(env)
+    if not _private_dir(runtime_dir(env)):
+        return False
+    code = (
+        "import sys; del sys.path[0]; from loopwarden.hooks.daemon import main; "
+        "raise SystemExit(main(sys.argv[1:]))"
+    )
+    argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(_idle_seconds(env))]
+    devnull = os.devnull
+    try:
+        os.posix_spawn(
+            sys.executable,
+            argv,
+            dict(os.environ),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0),
+            ],
+            setsid=True,  # not part of the agent's process group: survives the hook
+        )
+    except OSError:
+        logger.warning("loopwarden hook: could not start the hook helper", exc_info=True)
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="loopwarden-hook-helper")
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_SECONDS)
+    args = parser.parse_args(argv)
+    return serve(args.socket, args.idle)

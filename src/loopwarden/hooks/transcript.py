@@ -1,0 +1,199 @@
+"""Unknown-tool calls, read from the session transcript.
+
+A call to a tool that does not exist fires no hook in Claude Code or Codex
+CLI: the agent answers the model itself (``No such tool available: X`` /
+``unsupported call: X``). The only trace is the transcript file, so each hook
+invocation reads what was appended since the previous one (a byte offset kept
+with the session) and hands those calls to the guard. The work per invocation
+is bounded: at most :data:`MAX_READ` new bytes, and only lines that can hold a
+tool call or its result are parsed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+__all__ = ["FIRST_TAIL", "MAX_READ", "Cursor", "UnknownCall", "scan"]
+
+FIRST_TAIL = 256 * 1024
+"""A transcript seen for the first time is read from this many bytes before its end."""
+MAX_READ = 1024 * 1024
+"""At most this many new bytes are read per invocation (older ones are skipped)."""
+MAX_PENDING = 64
+"""Tool calls remembered while their result has not been read yet."""
+
+_CLAUDE_UNKNOWN = re.compile(r"No such tool available:\s*([^\s<]+)")
+_CODEX_UNKNOWN = re.compile(r"^unsupported call:\s*(\S+)")
+
+
+@dataclass(frozen=True)
+class UnknownCall:
+    """A call of a tool that does not exist, and the error the agent answered with."""
+
+    tool: str
+    params: Any
+    call_id: str | None
+    error: str
+
+
+class Cursor:
+    """Where reading stopped in one transcript, plus calls still waiting for a result."""
+
+    __slots__ = ("offset", "path", "pending")
+
+    def __init__(self, path: str, offset: int | None, pending: dict[str, list[Any]]) -> None:
+        self.path = path
+        self.offset = offset
+        self.pending = pending
+
+    @classmethod
+    def load(cls, data: Any, path: str) -> Cursor:
+        if isinstance(data, dict) and data.get("p") == path:
+            offset = data.get("o")
+            pending = data.get("u")
+            return cls(
+                path,
+                offset if isinstance(offset, int) and offset >= 0 else None,
+                pending if isinstance(pending, dict) else {},
+            )
+        return cls(path, None, {})
+
+    def dump(self) -> dict[str, Any]:
+        return {"p": self.path, "o": self.offset, "u": self.pending}
+
+    def remember(self, call_id: str, tool: str, params: Any) -> None:
+        self.pending.pop(call_id, None)
+        self.pending[call_id] = [tool, params]
+        while len(self.pending) > MAX_PENDING:
+            del self.pending[next(iter(self.pending))]
+
+
+def _read_new(cursor: Cursor) -> bytes:
+    """The complete new lines since the cursor; advances it."""
+    try:
+        with open(cursor.path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            start = cursor.offset
+            if start is None or start > size:
+                start = max(0, size - FIRST_TAIL)
+            if size - start > MAX_READ:
+                start = size - MAX_READ
+            skip_partial = start > 0 and start != cursor.offset
+            fh.seek(start)
+            data = fh.read(size - start)
+    except OSError:
+        return b""
+    if skip_partial:  # we jumped into the middle of a line
+        newline = data.find(b"\n")
+        if newline < 0:
+            cursor.offset = start
+            return b""
+        start += newline + 1
+        data = data[newline + 1 :]
+    end = data.rfind(b"\n")
+    if end < 0:  # no complete line yet; keep the offset
+        cursor.offset = start
+        return b""
+    cursor.offset = start + end + 1
+    return data[: end + 1]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            block["text"]
+            for block in content
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        )
+    return ""
+
+
+def _lines(data: bytes, markers: tuple[bytes, ...]) -> Iterator[dict[str, Any]]:
+    for line in data.split(b"\n"):
+        if not any(marker in line for marker in markers):
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+def _claude(data: bytes, cursor: Cursor, prompt_id: str | None) -> list[UnknownCall]:
+    found: list[UnknownCall] = []
+    for obj in _lines(data, (b'"tool_use"', b'"tool_result"')):
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        record_prompt = obj.get("promptId")
+        other_prompt = (
+            prompt_id is not None and isinstance(record_prompt, str) and record_prompt != prompt_id
+        )
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "tool_use" and isinstance(block.get("id"), str):
+                cursor.remember(block["id"], str(block.get("name", "")), block.get("input", {}))
+            elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                call_id = block["tool_use_id"]
+                call = cursor.pending.pop(call_id, None)
+                if block.get("is_error") is not True or other_prompt:
+                    continue
+                match = _CLAUDE_UNKNOWN.search(_text_of(block.get("content")))
+                if match is None:
+                    continue
+                name = match.group(1)
+                tool, params = (call[0], call[1]) if call and call[0] else (name, {})
+                found.append(UnknownCall(tool, params, call_id, f"No such tool available: {name}"))
+    return found
+
+
+def _codex(data: bytes, cursor: Cursor) -> list[UnknownCall]:
+    found: list[UnknownCall] = []
+    for obj in _lines(data, (b'"function_call',)):
+        payload = obj.get("payload")
+        if not isinstance(payload, dict):
+            continue
+        kind = payload.get("type")
+        call_id = payload.get("call_id")
+        if not isinstance(call_id, str):
+            continue
+        if kind == "function_call":
+            arguments = payload.get("arguments")
+            if isinstance(arguments, str):
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    arguments = orjson.loads(arguments)
+            cursor.remember(call_id, str(payload.get("name", "")), arguments)
+        elif kind == "function_call_output":
+            call = cursor.pending.pop(call_id, None)
+            match = _CODEX_UNKNOWN.match(_text_of(payload.get("output")).strip())
+            if match is None:
+                continue
+            name = match.group(1)
+            tool, params = (call[0], call[1]) if call and call[0] else (name, {})
+            found.append(UnknownCall(tool, params, call_id, f"unsupported call: {name}"))
+    return found
+
+
+def scan(
+    fmt: Literal["claude", "codex"], cursor: Cursor, prompt_id: str | None = None
+) -> list[UnknownCall]:
+    """Unknown-tool calls appended to the transcript since ``cursor`` (which advances)."""
+    data = _read_new(cursor)
+    if not data:
+        return []
+    if fmt == "claude":
+        return _claude(data, cursor, prompt_id)
+    return _codex(data, cursor)
