@@ -1,0 +1,394 @@
+"""LangChain 1.x / LangGraph integration: loop detection as agent middleware.
+
+::
+
+    from langchain.agents import create_agent
+    from loopwarden.integrations.langchain import LoopGuardMiddleware
+
+    agent = create_agent(model, tools, middleware=[LoopGuardMiddleware("loopwarden.json5")])
+
+What the middleware does, all through the runtime guard (:mod:`loopwarden.guard`):
+
+* ``wrap_tool_call`` / ``awrap_tool_call``: checks every tool call before it
+  runs. A warning is appended to the ``ToolMessage`` the model reads; a blocked
+  call is not executed and is answered with ``ToolMessage(status="error")``;
+  the circuit breaker and the post-compaction guard raise
+  :class:`~loopwarden.errors.CircuitBreakerTripped` /
+  :class:`~loopwarden.errors.CompactionLoopPersisted` out of ``invoke``.
+  Tool names the ToolNode does not know (``request.tool is None``) are counted
+  by the unknown-tool guard.
+* ``before_agent``: starts a new loopwarden run for every invocation (the run
+  id is the ``run_id`` of the invocation's config when given, else a fresh
+  one) and keeps it in private graph state, so a run resumed after an
+  interrupt keeps its counts while the next invocation on the same thread
+  starts afresh. The thread id is the session id.
+* ``wrap_model_call``: a new ``SummarizationMiddleware`` summary at the head
+  of the history arms the post-compaction guard.
+* ``after_agent``: forgets the finished run's state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any
+
+from .._logging import logger
+from ..config import ConfigSource
+from ..errors import LoopAbort
+from ..guard import Decision, LoopGuard, RunGuard
+from ..hashing import MISSING
+from ._base import append_note, require, resolve_guard
+
+require("langchain.agents", "langchain")
+require("langgraph", "langchain")
+
+from langchain.agents.middleware import (  # noqa: E402 - after the extra check on purpose
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain.agents.middleware.types import PrivateStateAttr  # noqa: E402
+from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
+from langgraph.config import get_config  # noqa: E402
+from langgraph.errors import GraphBubbleUp  # noqa: E402
+from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
+from langgraph.runtime import Runtime  # noqa: E402
+from langgraph.types import Command  # noqa: E402
+from typing_extensions import NotRequired  # noqa: E402
+
+__all__ = ["LoopGuardMiddleware", "LoopGuardState"]
+
+RUN_KEY = "loopwarden_run_id"
+SUMMARY_KEY = "loopwarden_summary_id"
+# SummarizationMiddleware marks the summary message it puts at the head of the history.
+_SUMMARY_SOURCE = "summarization"
+_MAX_RUNS = 1024
+
+ToolResult = ToolMessage | Command[Any]
+
+
+class LoopGuardState(AgentState[Any]):
+    """Agent state with loopwarden's private keys (never part of input or output)."""
+
+    loopwarden_run_id: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    loopwarden_summary_id: NotRequired[Annotated[str | None, PrivateStateAttr]]
+
+
+class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
+    """Tool-loop detection for ``create_agent`` agents.
+
+    Args:
+        config_or_guard: a :class:`~loopwarden.LoopGuard`, a config file path or
+            mapping (OpenClaw layout), or ``None`` for the defaults.
+        agent_id: the agent whose per-agent config block applies; defaults to
+            the ``name`` given to ``create_agent``.
+        **guard_kwargs: passed to :class:`~loopwarden.LoopGuard` (``store``,
+            ``on_event``, ``fail_closed``, ``run_record`` ...) when no ready
+            guard is given.
+
+    List it after ``SummarizationMiddleware`` (compactions are seen either way)
+    and before middleware that catches tool exceptions (``ToolRetryMiddleware``,
+    ``ToolErrorMiddleware``), so that loopwarden's stop reaches the caller and
+    retries count as one call.
+    """
+
+    state_schema = LoopGuardState
+
+    def __init__(
+        self,
+        config_or_guard: LoopGuard | ConfigSource = None,
+        *,
+        agent_id: str | None = None,
+        **guard_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
+        self.agent_id = agent_id
+        self._runs: dict[tuple[str, str | None], RunGuard] = {}
+        self._lock = threading.Lock()
+
+    # -- run identity -----------------------------------------------------------
+    def _run(self, state: Any, config: Mapping[str, Any], tools: Any = None) -> RunGuard:
+        """The run guard of the invocation ``state`` belongs to (created on first use)."""
+        run_id = _state_get(state, RUN_KEY)
+        configurable = config.get("configurable") or {}
+        thread = configurable.get("thread_id")
+        session = None if thread is None else str(thread)
+        if not run_id:
+            # State from before this middleware was added: one run per thread.
+            run_id = f"thread-{session}" if session is not None else "default"
+        key = (run_id, session)
+        run = self._runs.get(key)
+        if run is None:
+            agent_id = self.agent_id
+            if agent_id is None:
+                agent_id = (config.get("metadata") or {}).get("lc_agent_name")
+            with self._lock:
+                run = self._runs.get(key)
+                if run is None:
+                    run = self.guard.run(run_id, session_id=session, agent_id=agent_id)
+                    runs = self._runs
+                    runs[key] = run
+                    if len(runs) > _MAX_RUNS:  # runs that ended by an exception
+                        del runs[next(iter(runs))]
+        if run.tools is None and tools is not None:
+            run.set_tools(tool.name for tool in tools)
+        return run
+
+    def _tool_run(self, request: ToolCallRequest) -> RunGuard:
+        runtime = request.runtime
+        return self._run(request.state, runtime.config, runtime.tools)
+
+    def _start(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        try:
+            info = runtime.execution_info
+            given = info.run_id if info is not None else None
+            return {
+                RUN_KEY: str(given) if given else uuid.uuid4().hex,
+                SUMMARY_KEY: _summary_id(state),
+            }
+        except Exception:
+            logger.exception("loopwarden could not start a LangChain run; guarding without it")
+            return None
+
+    def _finish(self, state: LoopGuardState) -> None:
+        try:
+            run_id = _state_get(state, RUN_KEY)
+            if not run_id:
+                return
+            thread = (get_config().get("configurable") or {}).get("thread_id")
+            run = self._runs.pop((run_id, None if thread is None else str(thread)), None)
+        except Exception:
+            logger.exception("loopwarden could not end a LangChain run")
+            return
+        if run is not None:
+            run.end()
+
+    def before_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self._start(state, runtime)
+
+    async def abefore_agent(
+        self, state: LoopGuardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self._start(state, runtime)
+
+    def after_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        self._finish(state)
+        return None
+
+    async def aafter_agent(
+        self, state: LoopGuardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        self._finish(state)
+        return None
+
+    # -- compaction ----------------------------------------------------------------
+    def _new_summary(self, request: ModelRequest[Any]) -> tuple[str, RunGuard] | None:
+        """A summary this run has not seen yet at the head of the history, and the run."""
+        try:
+            state = request.state
+            summary = _summary_id(state)
+            if summary is None or summary == _state_get(state, SUMMARY_KEY):
+                return None
+            return summary, self._run(state, get_config())
+        except Exception:
+            logger.exception("loopwarden could not check a LangChain model call for compaction")
+            return None
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        found = self._new_summary(request)
+        if found is None:
+            return handler(request)
+        summary, run = found
+        run.on_compaction()
+        # Remember the summary in the graph state so it arms the guard only once.
+        return ExtendedModelResponse(
+            model_response=handler(request), command=Command(update={SUMMARY_KEY: summary})
+        )
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        found = self._new_summary(request)
+        if found is None:
+            return await handler(request)
+        summary, run = found
+        await run.aon_compaction()
+        return ExtendedModelResponse(
+            model_response=await handler(request), command=Command(update={SUMMARY_KEY: summary})
+        )
+
+    # -- tool calls -------------------------------------------------------------------
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolResult],
+    ) -> ToolResult:
+        call = request.tool_call
+        try:
+            run = self._tool_run(request)
+        except Exception:
+            logger.exception("loopwarden could not guard a LangChain tool call; running it")
+            return handler(request)
+        name, args, call_id = call["name"], call["args"], call.get("id")
+        decision = run.before_call(name, args, call_id)
+        if decision.action == "block":
+            run.after_call(name, args, call_id, result=decision.as_result())
+            return _blocked(name, call_id, decision)
+        try:
+            result = handler(request)
+        except GraphBubbleUp:
+            raise  # an interrupt, not an outcome: the call runs again on resume
+        except Exception as exc:
+            if not isinstance(exc, LoopAbort):
+                run.after_call(name, args, call_id, error=exc)
+            raise
+        message = _tool_message(result, call_id)
+        if message is None:  # e.g. a Command that carries no ToolMessage for this call
+            run.after_call(name, args, call_id)
+            return result
+        outcome, error = _outcome(message)
+        note = run.after_call(name, args, call_id, result=outcome, error=error)
+        return result if note is None else _with_note(result, message, note)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
+    ) -> ToolResult:
+        call = request.tool_call
+        try:
+            run = self._tool_run(request)
+        except Exception:
+            logger.exception("loopwarden could not guard a LangChain tool call; running it")
+            return await handler(request)
+        name, args, call_id = call["name"], call["args"], call.get("id")
+        decision = await run.abefore_call(name, args, call_id)
+        if decision.action == "block":
+            await run.aafter_call(name, args, call_id, result=decision.as_result())
+            return _blocked(name, call_id, decision)
+        try:
+            result = await handler(request)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, LoopAbort):
+                await run.aafter_call(name, args, call_id, error=exc)
+            raise
+        message = _tool_message(result, call_id)
+        if message is None:
+            await run.aafter_call(name, args, call_id)
+            return result
+        outcome, error = _outcome(message)
+        note = await run.aafter_call(name, args, call_id, result=outcome, error=error)
+        return result if note is None else _with_note(result, message, note)
+
+
+# -- helpers ------------------------------------------------------------------------------
+def _state_get(state: Any, key: str) -> Any:
+    if isinstance(state, Mapping):
+        return state.get(key)
+    return getattr(state, key, None)
+
+
+def _summary_id(state: Any) -> str | None:
+    """The id of the SummarizationMiddleware summary heading the history, if there is one."""
+    messages = _state_get(state, "messages")
+    if not messages:
+        return None
+    head = messages[0]
+    extra = getattr(head, "additional_kwargs", None)
+    if not extra or extra.get("lc_source") != _SUMMARY_SOURCE:
+        return None
+    return str(head.id) if head.id is not None else f"summary:{head.content!s:.64}"
+
+
+def _blocked(name: str, call_id: str | None, decision: Decision) -> ToolMessage:
+    detection = decision.detection
+    return ToolMessage(
+        content=decision.message or "",
+        name=name,
+        tool_call_id=call_id or "",
+        status="error",
+        response_metadata={
+            "loopwarden": {
+                "action": "block",
+                "detector": detection.detector if detection is not None else None,
+                "count": detection.count if detection is not None else None,
+            }
+        },
+    )
+
+
+def _tool_message(result: Any, call_id: str | None) -> ToolMessage | None:
+    """The ToolMessage that answers ``call_id`` inside a handler result."""
+    if isinstance(result, ToolMessage):
+        return result
+    if isinstance(result, Command):
+        update = result.update
+        items = update.get("messages") if isinstance(update, Mapping) else None
+    elif isinstance(result, list):
+        items = result
+    else:
+        return None
+    if not isinstance(items, list):
+        return None
+    for item in items:
+        if isinstance(item, ToolMessage) and item.tool_call_id == call_id:
+            return item
+        if isinstance(item, Command):
+            found = _tool_message(item, call_id)
+            if found is not None:
+                return found
+    return None
+
+
+def _outcome(message: ToolMessage) -> tuple[Any, Any]:
+    """What the guard hashes: the content the model reads (not the message's ids)."""
+    content = message.content
+    if message.status == "error":
+        return MISSING, content if isinstance(content, str) else message.text or "error"
+    artifact = message.artifact
+    if artifact is None:
+        return content, MISSING
+    details = artifact if isinstance(artifact, Mapping) else {"artifact": artifact}
+    return {"content": content, "details": details}, MISSING
+
+
+def _noted(message: ToolMessage, note: str) -> ToolMessage:
+    content = message.content
+    # A ToolMessage's content is a string or a list of content blocks.
+    new: Any = (
+        append_note(content, note)
+        if isinstance(content, str)
+        else [*content, {"type": "text", "text": note}]
+    )
+    return message.model_copy(update={"content": new})
+
+
+def _with_note(result: Any, message: ToolMessage, note: str) -> Any:
+    """``result`` with the warning appended to the ToolMessage the model reads."""
+    if result is message:
+        return _noted(message, note)
+    if isinstance(result, list):
+        return [_with_note(item, message, note) for item in result]
+    if isinstance(result, Command) and isinstance(result.update, Mapping):
+        update = dict(result.update)
+        messages = update.get("messages")
+        if isinstance(messages, list):
+            update["messages"] = [
+                _noted(item, note) if item is message else item for item in messages
+            ]
+        return dataclasses.replace(result, update=update)
+    return result

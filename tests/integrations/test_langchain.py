@@ -1,0 +1,626 @@
+"""LangChain/LangGraph middleware, driven through real ``create_agent`` agents.
+
+The model is a LangChain chat model whose replies come from a script that sees
+every message the agent sends it, so the tests check what the model reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import itertools
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents")
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain.tools import ToolRuntime
+from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+import loopwarden as lw
+from loopwarden.integrations.langchain import LoopGuardMiddleware
+from tests._snippets import snippet
+
+SMALL = {
+    "tools": {
+        "loopDetection": {
+            "enabled": True,
+            "warningThreshold": 3,
+            "criticalThreshold": 5,
+            "globalCircuitBreakerThreshold": 7,
+            "unknownToolThreshold": 3,
+        }
+    }
+}
+BLOCKED = "CRITICAL: loopwarden blocked this call"
+Script = Callable[[list[BaseMessage]], AIMessage]
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model whose every reply is computed by ``script`` from the messages it gets."""
+
+    script: Any
+    seen: list[list[BaseMessage]] = []
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.seen.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=self.script(messages))])
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        return self  # create_agent binds the tools; the script already knows them
+
+
+def model(script: Script) -> ScriptedChatModel:
+    return ScriptedChatModel(script=script, seen=[])
+
+
+def calls(*specs: tuple[str, dict[str, Any]]) -> Callable[[], AIMessage]:
+    """A reply factory: the same tool calls each turn, with fresh call ids."""
+    ids = itertools.count(1)
+
+    def reply() -> AIMessage:
+        return AIMessage(
+            "", tool_calls=[{"name": n, "args": a, "id": f"call_{next(ids)}"} for n, a in specs]
+        )
+
+    return reply
+
+
+def forever(*specs: tuple[str, dict[str, Any]]) -> Script:
+    reply = calls(*specs)
+    return lambda messages: reply()
+
+
+def turns(count: int, *specs: tuple[str, dict[str, Any]]) -> Script:
+    """Call the tools for ``count`` turns, then answer."""
+    reply = calls(*specs)
+    left = itertools.count(count, -1)
+    return lambda messages: reply() if next(left) > 0 else AIMessage("done")
+
+
+class Counter:
+    """Tools that record how often they really ran."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+        self.lock = threading.Lock()
+
+    def hit(self, name: str) -> int:
+        with self.lock:
+            self.runs.append(name)
+            return len(self.runs)
+
+
+@pytest.fixture(name="counter")
+def fixture_counter() -> Counter:
+    return Counter()
+
+
+@pytest.fixture(name="poll_status")
+def fixture_poll_status(counter: Counter) -> Any:
+    @tool
+    def poll_status(job: str) -> str:
+        """Check whether a job has finished."""
+        counter.hit("poll_status")
+        return "pending"
+
+    return poll_status
+
+
+def user(text: str = "Is job 42 done?") -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def invoke(agent: Any, mode: str, inputs: Any = None, config: Any = None) -> Any:
+    inputs = user() if inputs is None else inputs
+    if mode == "async":
+        return asyncio.run(agent.ainvoke(inputs, config))
+    return agent.invoke(inputs, config)
+
+
+def tool_messages(messages: list[BaseMessage]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+def events_of(sink: list[lw.LoopEvent]) -> list[tuple[str, str, int]]:
+    return [(e.action, e.detector, e.count) for e in sink]
+
+
+MODES = ["sync", "async"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+class TestStuckAgent:
+    def test_warned_then_blocked_then_stopped(
+        self, mode: str, counter: Counter, poll_status: Any
+    ) -> None:
+        """Warning from the 4th identical call, blocks from the 6th, the run stops at the 8th."""
+        events: list[lw.LoopEvent] = []
+        llm = model(forever(("poll_status", {"job": "42"})))
+        guard = LoopGuardMiddleware(SMALL, on_event=events.append)
+        agent = create_agent(llm, [poll_status], middleware=[guard])
+
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            invoke(agent, mode)
+
+        assert stop.value.code == "global_circuit_breaker"
+        assert (stop.value.tool_name, stop.value.count) == ("poll_status", 7)
+        assert len(counter.runs) == 5  # blocked calls never ran
+        # What the model read before each of its turns: the newest tool answer.
+        answers = [tool_messages(seen)[-1] for seen in llm.seen[1:]]
+        assert [m.status for m in answers] == ["success"] * 5 + ["error"] * 2
+        assert [m.content for m in answers[:3]] == ["pending"] * 3
+        assert answers[3].content.startswith("pending\n\nWARNING: poll_status has been called 3")
+        assert answers[4].content == "pending"  # no repeat of the note until 2x the threshold
+        for blocked in answers[5:]:
+            assert blocked.content.startswith(BLOCKED)
+            assert blocked.response_metadata["loopwarden"]["action"] == "block"
+        assert events_of(events) == [
+            ("warn", "generic_repeat", 3),
+            ("block", "generic_repeat", 5),
+            ("block", "generic_repeat", 6),
+            ("stop", "global_circuit_breaker", 7),
+        ]
+
+    def test_defaults_with_detection_enabled(
+        self, mode: str, counter: Counter, poll_status: Any
+    ) -> None:
+        """Default thresholds: warning at the 11th call, blocks from the 21st, stop at the 31st."""
+        llm = model(forever(("poll_status", {"job": "42"})))
+        agent = create_agent(
+            llm,
+            [poll_status],
+            middleware=[LoopGuardMiddleware({"tools": {"loopDetection": {"enabled": True}}})],
+        )
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            invoke(agent, mode)
+        assert stop.value.count == 30
+        assert len(counter.runs) == 20
+        answers = [tool_messages(seen)[-1] for seen in llm.seen[1:]]
+        warned = [i + 1 for i, m in enumerate(answers) if "WARNING" in str(m.content)]
+        assert warned == [11]  # at count 20 the call is blocked instead
+        assert [i + 1 for i, m in enumerate(answers) if m.status == "error"] == list(range(21, 31))
+        # The texts quoted in docs/integrations-langchain.md.
+        assert answers[10].content.startswith(
+            "pending\n\nWARNING: poll_status has been called 10 times in this run with "
+            "identical arguments."
+        )
+        assert answers[20].content.startswith(
+            "CRITICAL: loopwarden blocked this call: poll_status was called 20 times in a row "
+            "with identical arguments"
+        )
+
+
+@pytest.mark.parametrize("mode", MODES)
+class TestProgressingAgent:
+    def test_distinct_calls_are_never_flagged(self, mode: str, counter: Counter) -> None:
+        """Different arguments every turn: no note, no block, the agent finishes."""
+        jobs = itertools.count(1)
+
+        @tool
+        def poll_status(job: str) -> str:
+            """Check whether a job has finished."""
+            counter.hit(job)
+            return "pending"
+
+        def script(messages: list[BaseMessage]) -> AIMessage:
+            if len(tool_messages(messages)) == 15:
+                return AIMessage("all done")
+            n = next(jobs)
+            return AIMessage(
+                "", tool_calls=[{"name": "poll_status", "args": {"job": str(n)}, "id": f"c{n}"}]
+            )
+
+        agent = create_agent(model(script), [poll_status], middleware=[LoopGuardMiddleware(SMALL)])
+        out = invoke(agent, mode)
+        answers = tool_messages(out["messages"])
+        assert len(counter.runs) == len(answers) == 15
+        assert {m.content for m in answers} == {"pending"}
+        assert out["messages"][-1].content == "all done"
+
+    def test_changing_results_are_never_blocked(self, mode: str, counter: Counter) -> None:
+        """Same arguments, new result each time: at most warnings, never a block."""
+
+        @tool
+        def poll_status(job: str) -> str:
+            """Check whether a job has finished."""
+            return f"{counter.hit(job) * 5}% done"
+
+        llm = model(turns(12, ("poll_status", {"job": "42"})))
+        agent = create_agent(llm, [poll_status], middleware=[LoopGuardMiddleware(SMALL)])
+        out = invoke(agent, mode)
+        answers = tool_messages(out["messages"])
+        assert len(counter.runs) == len(answers) == 12
+        assert all(m.status == "success" for m in answers)
+        assert out["messages"][-1].content == "done"
+
+
+@pytest.mark.parametrize("mode", MODES)
+class TestHallucinatedTool:
+    def test_stopped_after_the_threshold(self, mode: str, poll_status: Any) -> None:
+        """LangChain answers 3 misses; loopwarden blocks from the 4th and stops at the 8th."""
+        events: list[lw.LoopEvent] = []
+        llm = model(forever(("no_such_tool", {"q": "x"})))
+        agent = create_agent(
+            llm, [poll_status], middleware=[LoopGuardMiddleware(SMALL, on_event=events.append)]
+        )
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            invoke(agent, mode)
+        assert stop.value.detector == "unknown_tool_repeat"
+        assert (stop.value.tool_name, stop.value.count) == ("no_such_tool", 7)
+        answers = [tool_messages(seen)[-1] for seen in llm.seen[1:]]
+        assert all(m.status == "error" for m in answers)
+        assert all("is not a valid tool" in str(m.content) for m in answers[:3])
+        for blocked in answers[3:]:
+            assert "there is no tool named 'no_such_tool'" in str(blocked.content)
+        assert [e.action for e in events] == ["block"] * 4 + ["stop"]
+
+    def test_stopped_with_no_config_at_all(self, mode: str, poll_status: Any) -> None:
+        """Defaults (detection unset): the unknown-tool guard is on and stops at 30 misses."""
+        llm = model(forever(("no_such_tool", {})))
+        agent = create_agent(llm, [poll_status], middleware=[LoopGuardMiddleware()])
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            invoke(agent, mode)
+        assert stop.value.count == 30
+        answers = [tool_messages(seen)[-1] for seen in llm.seen[1:]]
+        assert sum(BLOCKED in str(m.content) for m in answers) == 20
+        assert sum("is not a valid tool" in str(m.content) for m in answers) == 10
+
+
+def summarizer() -> SummarizationMiddleware:
+    """The real SummarizationMiddleware, with a fake summary model and a tiny trigger."""
+    summary = FakeMessagesListChatModel(responses=[AIMessage("The job was polled; pending.")])
+    return SummarizationMiddleware(summary, trigger=("messages", 8), keep=("messages", 2))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("order", ["after_summarization", "before_summarization"])
+class TestCompaction:
+    def test_same_calls_after_summary_abort(
+        self, mode: str, order: str, counter: Counter, poll_status: Any, lw_logs: Any
+    ) -> None:
+        """A summary followed by three identical calls and results ends the run."""
+        llm = model(forever(("poll_status", {"job": "42"})))
+        guard = LoopGuardMiddleware()  # defaults: only the post-compaction guard is on
+        middleware = (
+            [summarizer(), guard] if order == "after_summarization" else [guard, summarizer()]
+        )
+        agent = create_agent(llm, [poll_status], middleware=middleware)
+
+        with pytest.raises(lw.CompactionLoopPersisted) as abort:
+            invoke(agent, mode)
+
+        assert abort.value.code == "compaction_loop_persisted"
+        assert (abort.value.tool_name, abort.value.count) == ("poll_status", 3)
+        summaries = [
+            i
+            for i, seen in enumerate(llm.seen)
+            if isinstance(seen[0], HumanMessage) and "summary of the conversation" in seen[0].text
+        ]
+        assert summaries, "the model never saw a summary"
+        # The summary arrived, then exactly three identical calls ran.
+        assert len(llm.seen) == summaries[0] + 3
+        assert "post-compaction guard armed for 3 attempts" in lw_logs.text
+        assert lw_logs.text.count("post-compaction guard armed") == 1
+
+    def test_progress_after_summary_continues(
+        self, mode: str, order: str, counter: Counter
+    ) -> None:
+        """After a summary, calls whose results change are not aborted."""
+
+        @tool
+        def poll_status(job: str) -> str:
+            """Check whether a job has finished."""
+            return f"{counter.hit(job)}0% done"
+
+        llm = model(turns(9, ("poll_status", {"job": "42"})))
+        guard = LoopGuardMiddleware()
+        middleware = (
+            [summarizer(), guard] if order == "after_summarization" else [guard, summarizer()]
+        )
+        agent = create_agent(llm, [poll_status], middleware=middleware)
+        out = invoke(agent, mode)
+        assert out["messages"][-1].content == "done"
+        assert len(counter.runs) == 9
+        assert isinstance(out["messages"][0], HumanMessage)
+        assert "summary" in out["messages"][0].text
+
+
+class TestRunsAndSessions:
+    def test_concurrent_runs_do_not_share_counts(self, counter: Counter) -> None:
+        """Two invocations in parallel threads, interleaved call by call, count separately."""
+        barrier = threading.Barrier(2, timeout=10)
+
+        @tool
+        def poll_status(job: str) -> str:
+            """Check whether a job has finished."""
+            barrier.wait()  # both runs make each call at the same time
+            counter.hit(job)
+            return "pending"
+
+        events: list[lw.LoopEvent] = []
+        llm = model(lambda messages: _four_calls(messages))
+        agent = create_agent(
+            llm, [poll_status], middleware=[LoopGuardMiddleware(SMALL, on_event=events.append)]
+        )
+        results: list[Any] = [None, None]
+
+        def work(i: int) -> None:
+            results[i] = agent.invoke(user(), {"configurable": {"thread_id": f"t{i}"}})
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert len(counter.runs) == 8
+        for out in results:
+            answers = tool_messages(out["messages"])
+            assert [m.status for m in answers] == ["success"] * 4
+            assert ["WARNING" in str(m.content) for m in answers] == [False] * 3 + [True]
+        assert sorted(e.session_id or "" for e in events) == ["t0", "t1"]
+        assert len({e.run_id for e in events}) == 2
+
+    def test_concurrent_async_runs_do_not_share_counts(self, counter: Counter) -> None:
+        """The same with ``ainvoke`` on one event loop."""
+
+        @tool
+        async def poll_status(job: str) -> str:
+            """Check whether a job has finished."""
+            await asyncio.sleep(0.001)
+            counter.hit(job)
+            return "pending"
+
+        agent = create_agent(
+            model(_four_calls), [poll_status], middleware=[LoopGuardMiddleware(SMALL)]
+        )
+
+        async def both() -> list[Any]:
+            return list(await asyncio.gather(agent.ainvoke(user()), agent.ainvoke(user())))
+
+        for out in asyncio.run(both()):
+            answers = tool_messages(out["messages"])
+            assert [m.status for m in answers] == ["success"] * 4
+            assert ["WARNING" in str(m.content) for m in answers] == [False] * 3 + [True]
+        assert len(counter.runs) == 8
+
+    def test_next_invocation_on_a_thread_is_a_new_run(
+        self, counter: Counter, poll_status: Any
+    ) -> None:
+        """A thread's history persists, its loop counts do not: each invoke is a new run."""
+        events: list[lw.LoopEvent] = []
+        agent = create_agent(
+            model(_four_calls),
+            [poll_status],
+            middleware=[LoopGuardMiddleware(SMALL, on_event=events.append)],
+            checkpointer=InMemorySaver(),
+        )
+        config = {"configurable": {"thread_id": "ticket-7"}}
+        agent.invoke(user(), config)
+        out = agent.invoke(user("And now?"), config)
+        answers = tool_messages(out["messages"])
+        assert len(answers) == 8  # both invocations' answers are in the thread
+        assert [m.status for m in answers] == ["success"] * 8
+        assert [e.action for e in events] == ["warn", "warn"]
+        assert events[0].run_id != events[1].run_id
+        assert {e.session_id for e in events} == {"ticket-7"}
+
+    def test_ids_come_from_the_framework(self, poll_status: Any) -> None:
+        """Run id from the config's run_id, session from the thread id, agent id from the name."""
+        events: list[lw.LoopEvent] = []
+        agent = create_agent(
+            model(_four_calls),
+            [poll_status],
+            middleware=[LoopGuardMiddleware(SMALL, on_event=events.append)],
+            name="Support Bot",
+        )
+        run_id = uuid.uuid4()
+        agent.invoke(user(), {"configurable": {"thread_id": "t-9"}, "run_id": run_id})
+        assert [(e.run_id, e.session_id, e.agent_id) for e in events] == [
+            (str(run_id), "t-9", "Support Bot")
+        ]
+
+    def test_agent_name_selects_the_per_agent_config(self, poll_status: Any) -> None:
+        """``create_agent(name=...)`` picks ``agents.list[].tools.loopDetection``."""
+        config = {
+            **SMALL,
+            "agents": {
+                "list": [{"id": "support-bot", "tools": {"loopDetection": {"warningThreshold": 2}}}]
+            },
+        }
+        events: list[lw.LoopEvent] = []
+        agent = create_agent(
+            model(_four_calls),
+            [poll_status],
+            middleware=[LoopGuardMiddleware(config, on_event=events.append)],
+            name="Support Bot",
+        )
+        agent.invoke(user())
+        assert events_of(events) == [("warn", "generic_repeat", 2)]
+
+
+def _four_calls(messages: list[BaseMessage]) -> AIMessage:
+    """Four identical calls per user message (call ids repeat across invocations), then answer."""
+    start = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+    done = len(tool_messages(messages[start:]))
+    if done == 4:
+        return AIMessage("still pending")
+    return AIMessage(
+        "", tool_calls=[{"name": "poll_status", "args": {"job": "42"}, "id": f"c{done}"}]
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_parallel_calls_are_paired_by_call_id(mode: str, counter: Counter, tmp_path: Path) -> None:
+    """Two calls per turn run concurrently; each outcome is recorded against its own call."""
+
+    @tool
+    def poll_status(job: str) -> str:
+        """Check whether a job has finished."""
+        counter.hit("poll")
+        return "pending"
+
+    @tool
+    def read_log(offset: int) -> str:
+        """Read the build log from an offset."""
+        counter.hit("read")
+        return f"log from {offset}: compiling"
+
+    offsets = itertools.count(0, 100)
+    ids = itertools.count(1)
+
+    def script(messages: list[BaseMessage]) -> AIMessage:
+        n = next(ids)
+        return AIMessage(
+            "",
+            tool_calls=[
+                {"name": "poll_status", "args": {"job": "42"}, "id": f"p{n}"},
+                {"name": "read_log", "args": {"offset": next(offsets)}, "id": f"r{n}"},
+            ],
+        )
+
+    # warningThreshold 4: with 3, any two interleaved calls already count as a ping-pong.
+    config = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "warningThreshold": 4,
+                "criticalThreshold": 6,
+                "globalCircuitBreakerThreshold": 8,
+            }
+        }
+    }
+    record = tmp_path / "run.jsonl"
+    llm = model(script)
+    agent = create_agent(
+        llm, [poll_status, read_log], middleware=[LoopGuardMiddleware(config, run_record=record)]
+    )
+    with pytest.raises(lw.CircuitBreakerTripped) as stop:
+        invoke(agent, mode)
+    assert (stop.value.tool_name, stop.value.count) == ("poll_status", 8)
+    by_id = {m.tool_call_id: m for m in tool_messages(llm.seen[-1])}
+    assert all(by_id[f"r{n}"].status == "success" for n in range(1, 9))
+    assert [by_id[f"p{n}"].status for n in range(1, 9)] == ["success"] * 6 + ["error"] * 2
+    assert [n for n in range(1, 9) if "WARNING" in str(by_id[f"p{n}"].content)] == [5]
+    assert not any("WARNING" in str(by_id[f"r{n}"].content) for n in range(1, 9))
+    assert counter.runs.count("poll") == 6
+
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    outcomes = {o["call_id"]: o for o in lines if o["type"] == "outcome"}
+    pending = lw.hash_outcome("poll_status", {"job": "42"}, result="pending").hash
+    for n in range(1, 7):
+        assert outcomes[f"p{n}"]["outcome_hash"] == pending
+        offset = (n - 1) * 100
+        expected = lw.hash_outcome(
+            "read_log", {"offset": offset}, result=f"log from {offset}: compiling"
+        ).hash
+        assert outcomes[f"r{n}"]["outcome_hash"] == expected
+
+
+def test_tool_errors_are_outcomes_and_propagate(counter: Counter) -> None:
+    """A tool that raises: the exception still ends the run, and its message was recorded."""
+
+    @tool
+    def poll_status(job: str) -> str:
+        """Check whether a job has finished."""
+        counter.hit(job)
+        raise RuntimeError("backend down")
+
+    events: list[lw.LoopEvent] = []
+    guard = LoopGuardMiddleware(SMALL, on_event=events.append)
+    agent = create_agent(
+        model(forever(("poll_status", {"job": "1"}))), [poll_status], middleware=[guard]
+    )
+    with pytest.raises(RuntimeError, match="backend down"):
+        agent.invoke(user(), {"run_id": uuid.UUID(int=1)})
+    records = guard.guard.run(str(uuid.UUID(int=1))).snapshot()["records"]
+    expected = lw.hash_outcome("poll_status", {"job": "1"}, error=RuntimeError("backend down"))
+    assert [(r["call_id"], r["result_hash"]) for r in records] == [("call_1", expected.hash)]
+
+
+def test_content_blocks_get_the_note_as_a_block(counter: Counter) -> None:
+    """A tool answering with content blocks: the warning is one more text block."""
+
+    @tool
+    def screenshot(page: str) -> list[dict[str, str]]:
+        """Render a page."""
+        counter.hit(page)
+        return [{"type": "text", "text": "blank page"}]
+
+    llm = model(turns(4, ("screenshot", {"page": "home"})))
+    agent = create_agent(llm, [screenshot], middleware=[LoopGuardMiddleware(SMALL)])
+    answers = tool_messages(agent.invoke(user())["messages"])
+    assert [m.content for m in answers[:3]] == [[{"type": "text", "text": "blank page"}]] * 3
+    first, note = answers[3].content
+    assert first == {"type": "text", "text": "blank page"}
+    assert isinstance(note, dict) and note["type"] == "text"
+    assert note["text"].startswith("WARNING: screenshot has been called 3 times")
+
+
+def test_command_results_get_the_note(counter: Counter) -> None:
+    """A tool answering with a ``Command``: the warning goes on the ToolMessage inside it."""
+
+    @tool
+    def set_mode(mode: str, runtime: ToolRuntime) -> Command[Any]:
+        """Switch a mode."""
+        counter.hit(mode)
+        answer = ToolMessage("mode set", tool_call_id=runtime.tool_call_id, name="set_mode")
+        return Command(update={"messages": [answer]})
+
+    llm = model(turns(4, ("set_mode", {"mode": "fast"})))
+    agent = create_agent(llm, [set_mode], middleware=[LoopGuardMiddleware(SMALL)])
+    answers = tool_messages(agent.invoke(user())["messages"])
+    assert [m.content for m in answers[:3]] == ["mode set"] * 3
+    assert answers[3].content.startswith("mode set\n\nWARNING: set_mode has been called 3 times")
+    assert len(counter.runs) == 4
+
+
+def test_missing_extra_names_it() -> None:
+    """Without LangChain installed, importing the module says which extra to install."""
+    code = (
+        "import sys; sys.modules['langchain'] = None; sys.modules['langchain.agents'] = None\n"
+        "try:\n"
+        "    import loopwarden.integrations.langchain\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "pip install 'loopwarden[langchain]'" in out.stdout
+
+
+def test_docs_example_runs(counter: Counter) -> None:
+    """The documented example, with a scripted model that never stops polling."""
+    printed = io.StringIO()
+    namespace = {"model": model(forever(("poll_status", {"job": "42"})))}
+    with contextlib.redirect_stdout(printed):
+        exec(compile(snippet("langchain-quickstart"), "langchain-quickstart", "exec"), namespace)
+    assert printed.getvalue().strip() == "stopped: global_circuit_breaker poll_status 30"
