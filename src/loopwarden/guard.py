@@ -21,9 +21,9 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ._canonical import digest
 from ._window import Record
@@ -43,6 +43,7 @@ __all__ = ["Decision", "LoopGuard", "RunGuard", "block_result"]
 from ._logging import logger
 
 Action = Literal["allow", "warn", "block"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,25 @@ class RunGuard:
         self.key = f"{agent_key}\x1f{session_id or ''}\x1f{run_id}"
         # call key -> args hash, so each call's params are hashed once.
         self._sigs: dict[str, tuple[str, Any]] = {}
+        # In-process stores hand out the live state object: no per-call lookup.
+        self._attach = getattr(self._store, "attach", None)
+        self._state: RunState | None = None
+
+    def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Apply ``fn(state, *args)`` to this run's state atomically."""
+        state = self._state
+        if state is None or state.detached:
+            if self._attach is None:
+                return self._store.transact(self.key, self.config, lambda st: fn(st, *args))
+            state = self._state = self._attach(self.key, self.config)
+        with state.lock:
+            state.updated = time.time()
+            return fn(state, *args)
+
+    async def _arun(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._attach is not None:
+            return self._run(fn, *args)
+        return await self._store.atransact(self.key, self.config, lambda st: fn(st, *args))
 
     def set_tools(self, tools: Iterable[str] | None) -> None:
         """Set the registered tool names used by the unknown-tool guard."""
@@ -264,11 +284,7 @@ class RunGuard:
         try:
             tool, sig, poll, ckey, cid = self._prepare(tool, params, call_id)
             unknown = self.tools is not None and tool not in self.tools
-            outcome = self._store.transact(
-                self.key,
-                self.config,
-                lambda st: self._before(st, tool, sig, poll, ckey, cid, unknown),
-            )
+            outcome = self._run(self._before, tool, sig, poll, ckey, cid, unknown)
         except Exception as exc:
             return self._failed("before_call", exc)
         return self._finish_before(outcome, tool, sig, cid, params)
@@ -280,11 +296,7 @@ class RunGuard:
         try:
             tool, sig, poll, ckey, cid = self._prepare(tool, params, call_id)
             unknown = self.tools is not None and tool not in self.tools
-            outcome = await self._store.atransact(
-                self.key,
-                self.config,
-                lambda st: self._before(st, tool, sig, poll, ckey, cid, unknown),
-            )
+            outcome = await self._arun(self._before, tool, sig, poll, ckey, cid, unknown)
         except Exception as exc:
             return self._failed("before_call", exc)
         return self._finish_before(outcome, tool, sig, cid, params)
@@ -298,11 +310,7 @@ class RunGuard:
         try:
             ckey = call_id if call_id is not None else args_hash
             unknown = self.tools is not None and tool not in self.tools
-            outcome = self._store.transact(
-                self.key,
-                self.config,
-                lambda st: self._before(st, tool, args_hash, poll, ckey, call_id, unknown),
-            )
+            outcome = self._run(self._before, tool, args_hash, poll, ckey, call_id, unknown)
         except Exception as exc:
             return self._failed("before_call", exc)
         return self._finish_before(outcome, tool, args_hash, call_id, None)
@@ -522,9 +530,7 @@ class RunGuard:
             outcome = hash_outcome(
                 tool, params, result=result, error=error, profiles=self._profiles
             )
-            done = self._store.transact(
-                self.key, self.config, lambda st: self._after(st, tool, sig, ckey, cid, outcome)
-            )
+            done = self._run(self._after, tool, sig, ckey, cid, outcome)
         except Exception as exc:
             self._failed("after_call", exc)
             return None
@@ -547,9 +553,7 @@ class RunGuard:
             outcome = hash_outcome(
                 tool, params, result=result, error=error, profiles=self._profiles
             )
-            done = await self._store.atransact(
-                self.key, self.config, lambda st: self._after(st, tool, sig, ckey, cid, outcome)
-            )
+            done = await self._arun(self._after, tool, sig, ckey, cid, outcome)
         except Exception as exc:
             self._failed("after_call", exc)
             return None
@@ -571,11 +575,7 @@ class RunGuard:
         outcome = Outcome(outcome_hash, unknown_tool_name, is_error)
         ckey = call_id if call_id is not None else args_hash
         try:
-            done = self._store.transact(
-                self.key,
-                self.config,
-                lambda st: self._after(st, tool, args_hash, ckey, call_id, outcome),
-            )
+            done = self._run(self._after, tool, args_hash, ckey, call_id, outcome)
         except Exception as exc:
             self._failed("after_call", exc)
             return None
@@ -665,7 +665,7 @@ class RunGuard:
         if self._off:
             return
         try:
-            self._store.transact(self.key, self.config, _arm)
+            self._run(_arm)
         except Exception as exc:
             self._failed("on_compaction", exc)
             return
@@ -676,7 +676,7 @@ class RunGuard:
         if self._off:
             return
         try:
-            await self._store.atransact(self.key, self.config, _arm)
+            await self._arun(_arm)
         except Exception as exc:
             self._failed("on_compaction", exc)
             return
@@ -718,7 +718,7 @@ class RunGuard:
                 "unknown_misses": st.miss_count,
             }
 
-        return self._store.transact(self.key, self.config, read)
+        return self._run(read)
 
 
 def _arm(st: RunState) -> None:

@@ -9,6 +9,7 @@ Stores keep these objects (memory) or their bytes (SQLite, Redis).
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import orjson
@@ -38,7 +39,9 @@ class RunState:
     __slots__ = (
         "blocked",
         "buckets",
+        "detached",
         "guard",
+        "lock",
         "miss_count",
         "miss_name",
         "notes",
@@ -59,6 +62,10 @@ class RunState:
         self.stopped: dict[str, Any] | None = None
         self.started = False
         self.updated = time.time()
+        # Set by in-process stores: a store that hands out live state objects
+        # shares its lock through them and marks states it has dropped.
+        self.lock: AbstractContextManager[Any] = nullcontext()
+        self.detached = False
 
     @classmethod
     def new(cls, config: LoopDetectionConfig) -> RunState:

@@ -27,7 +27,8 @@ class MemoryStore:
         self.ttl_seconds = ttl_seconds if ttl_seconds is not None else DEFAULT_STATE_TTL_SECONDS
         self.max_runs = max_runs
         self._states: OrderedDict[str, RunState] = OrderedDict()
-        self._lock = threading.Lock()
+        # Reentrant: a state's lock is this lock, and transact may run under it.
+        self._lock = threading.RLock()
         self._ops = 0
 
     @classmethod
@@ -37,22 +38,35 @@ class MemoryStore:
     def __len__(self) -> int:
         return len(self._states)
 
+    def _get(self, key: str, config: LoopDetectionConfig) -> RunState:
+        states = self._states
+        state = states.get(key)
+        if state is None:
+            state = states[key] = RunState.new(config)
+            state.lock = self._lock
+            if len(states) > self.max_runs:
+                states.popitem(last=False)[1].detached = True
+        else:
+            states.move_to_end(key)
+        now = time.time()
+        state.updated = now
+        self._ops += 1
+        if self._ops & 255 == 0:
+            self._expire(now)
+        return state
+
     def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
         with self._lock:
-            states = self._states
-            state = states.get(key)
-            if state is None:
-                state = states[key] = RunState.new(config)
-                if len(states) > self.max_runs:
-                    states.popitem(last=False)
-            else:
-                states.move_to_end(key)
-            now = time.time()
-            state.updated = now
-            self._ops += 1
-            if self._ops & 255 == 0:
-                self._expire(now)
-            return fn(state)
+            return fn(self._get(key, config))
+
+    def attach(self, key: str, config: LoopDetectionConfig) -> RunState:
+        """The live state of ``key`` for a caller that applies updates under ``state.lock``.
+
+        The store marks the state ``detached`` when it drops it (expiry, eviction,
+        delete); callers then attach again.
+        """
+        with self._lock:
+            return self._get(key, config)
 
     async def atransact(
         self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
@@ -68,6 +82,7 @@ class MemoryStore:
             if state.updated >= limit:
                 break
             del states[key]
+            state.detached = True
 
     def get(self, key: str) -> RunState | None:
         with self._lock:
@@ -75,10 +90,14 @@ class MemoryStore:
 
     def delete(self, key: str) -> None:
         with self._lock:
-            self._states.pop(key, None)
+            state = self._states.pop(key, None)
+            if state is not None:
+                state.detached = True
 
     def clear(self) -> None:
         with self._lock:
+            for state in self._states.values():
+                state.detached = True
             self._states.clear()
 
     def close(self) -> None:
