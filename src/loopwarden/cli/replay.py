@@ -1,0 +1,349 @@
+"""``loopwarden replay``: run recorded agent traces through the runtime guard."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+from collections.abc import Sequence
+from typing import IO, Any
+
+import click
+
+from ._clickutil import (
+    CONTEXT,
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageFailure,
+    colour_enabled,
+    load_cli_config,
+    parse_sets,
+    run_command,
+    styler,
+)
+
+__all__ = ["main"]
+
+# Problems printed on stderr before they are only counted.
+MAX_PROBLEMS_SHOWN = 20
+DEFAULT_CONFIG = {"tools": {"loopDetection": {"enabled": True}}}
+
+_FORMAT_NAMES = (
+    "loopwarden",
+    "claude-code",
+    "codex",
+    "openclaw",
+    "chat",
+    "otel",
+)
+
+HELP = """Replay recorded agent traces through the loopwarden runtime guard.
+
+\b
+PATH is a trace file, a folder (searched recursively for *.jsonl, *.json,
+*.ndjson, optionally .gz) or - for stdin. For every run in the traces, replay
+reports each warning, block, stop and post-compaction abort the guard would
+have issued (call index, tool, detector, count), how many calls came after
+the first warning (calls a guard would have saved) and a one-line verdict.
+
+\b
+Trace formats (detected automatically; force one with --input-format):
+  loopwarden   loopwarden's own JSONL run record (LoopGuard(run_record=...))
+  claude-code  Claude Code session transcripts (~/.claude/projects/...)
+  codex        OpenAI Codex CLI rollouts (~/.codex/sessions/...)
+  openclaw     OpenClaw session transcripts (~/.openclaw/agents/*/sessions/...)
+  chat         Chat Completions / Responses / Anthropic message lists
+  otel         OpenTelemetry GenAI spans as JSON
+
+\b
+Config: without --config, replay uses the defaults with enabled: true (with
+enabled unset the rolling-history detectors are off and replay would show only
+unknown-tool and post-compaction aborts). With --config FILE the file is used
+as is; --set KEY=VALUE (camelCase, dotted for nested keys, e.g. --set
+warningThreshold=5 --set detectors.pingPong=false) lays values over its global
+tools.loopDetection block (a per-agent block still wins for keys it sets).
+
+\b
+Exit codes: 0 done; 1 --fail-on threshold reached; 2 usage error (bad option,
+missing path, invalid config, no readable trace); 130 interrupted.
+
+\b
+Examples:
+  loopwarden replay examples/traces
+  loopwarden replay ~/.claude/projects --loops-only
+  loopwarden replay run.jsonl --set warningThreshold=5 --fail-on critical
+  loopwarden replay traces/ --format html -o report.html
+"""
+
+
+@click.command(name="replay", help=HELP, context_settings=CONTEXT, no_args_is_help=True)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    metavar="FILE",
+    help="Config file (JSON5/JSON, OpenClaw layout). Default: defaults with enabled: true.",
+)
+@click.option("--agent", metavar="ID", help="Apply this agent's block to every run.")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a tools.loopDetection value (repeatable).",
+)
+@click.option(
+    "--input-format",
+    default="auto",
+    show_default=True,
+    metavar="FORMAT",
+    help=f"Trace format: auto, {', '.join(_FORMAT_NAMES)}.",
+)
+@click.option(
+    "-f",
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "html"], case_sensitive=False),
+    default="text",
+    show_default=True,
+    help="Report format.",
+)
+@click.option(
+    "-o",
+    "--output",
+    default="-",
+    metavar="FILE",
+    help="Write the report here instead of stdout.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["warning", "critical"], case_sensitive=False),
+    help="Exit 1 if any run reaches this level (warning: any warning or worse; "
+    "critical: a block, stop or abort).",
+)
+@click.option("--loops-only", is_flag=True, help="Text report: leave out runs without findings.")
+@click.option("-v", "--verbose", is_flag=True, help="Text report: show the message of each event.")
+@click.option(
+    "--color/--no-color", "color", default=None, help="Colour the text report (default: on a TTY)."
+)
+@click.option(
+    "--progress/--no-progress",
+    "progress",
+    default=None,
+    help="Progress bar on stderr (default: when stderr is a TTY and the report is not).",
+)
+def replay_command(
+    paths: tuple[str, ...],
+    config_path: str | None,
+    agent: str | None,
+    sets: tuple[str, ...],
+    input_format: str,
+    output_format: str,
+    output: str,
+    fail_on: str | None,
+    loops_only: bool,
+    verbose: bool,
+    color: bool | None,
+    progress: bool | None,
+) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..report import InputInfo, ReplayMeta, ReportWriter, Totals
+    from ..traces import (
+        TraceFormatError,
+        TraceInputError,
+        expand_paths,
+        normalize_format,
+        read_source,
+    )
+    from ..traces.replay import Replayer, RunReport
+
+    forced: str | None = None
+    if input_format.lower() != "auto":
+        try:
+            forced = normalize_format(input_format)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--input-format") from None
+
+    overrides = parse_sets(sets)
+    config = load_cli_config(config_path, overrides, default=DEFAULT_CONFIG)
+    # Replay must never write into the user's live run record or store.
+    config.settings = dataclasses.replace(config.settings, run_record=None, store=None)
+    effective = config.for_agent(agent)
+    if config_path is not None and effective.enabled is not True:
+        state = "unset" if effective.enabled is None else "false"
+        click.echo(
+            f"note: tools.loopDetection.enabled is {state} in {config_path}, so the "
+            "rolling-history detectors are off; add --set enabled=true to replay them.",
+            err=True,
+        )
+
+    try:
+        sources = expand_paths(paths)
+    except TraceInputError as exc:
+        raise UsageFailure(str(exc)) from None
+
+    try:
+        loopwarden_version = version("loopwarden")
+    except PackageNotFoundError:
+        loopwarden_version = "0+unknown"
+    meta = ReplayMeta(
+        config_source=config_path,
+        agent=agent,
+        overrides=overrides,
+        effective=effective.to_dict(),
+        version=loopwarden_version,
+    )
+
+    out_text: IO[str]
+    out_bytes: IO[bytes]
+    to_stdout = output == "-"
+    handle: IO[bytes] | None = None
+    if to_stdout:
+        out_bytes = sys.stdout.buffer
+        out_text = sys.stdout
+    else:
+        try:
+            handle = open(output, "wb")  # noqa: SIM115 - closed in finally below
+        except OSError as exc:
+            raise UsageFailure(f"cannot write {output}: {exc.strerror or exc}") from None
+        out_bytes = handle
+        import io
+
+        out_text = io.TextIOWrapper(handle, encoding="utf-8", write_through=True)
+
+    writer: ReportWriter
+    fmt = output_format.lower()
+    if fmt == "json":
+        from ..report.json_report import JsonWriter
+
+        writer = JsonWriter(out_bytes)
+    elif fmt == "html":
+        from ..report.html import HtmlWriter
+
+        writer = HtmlWriter(out_bytes)
+    else:
+        from ..report.text import TextWriter
+
+        use_colour = colour_enabled(color, out_text if to_stdout else None)
+        writer = TextWriter(
+            out_text, style=styler(use_colour), verbose=verbose, loops_only=loops_only
+        )
+
+    totals = Totals()
+    err_style = styler(colour_enabled(color, sys.stderr))
+
+    def on_problem(where: str, reason: str) -> None:
+        totals.add_problem(where, reason)
+        if totals.problems <= MAX_PROBLEMS_SHOWN:
+            click.echo(f"{err_style('skipped', fg='yellow')} {where}: {reason}", err=True)
+        elif totals.problems == MAX_PROBLEMS_SHOWN + 1:
+            click.echo("… further malformed records are counted, not shown", err=True)
+
+    def on_run(report: RunReport) -> None:
+        totals.add(report)
+        writer.run(report)
+
+    replayer = Replayer(
+        config,
+        agent_id=agent,
+        on_run=on_run,
+        on_problem=on_problem,
+        timeline=fmt == "html",
+    )
+
+    show_progress = progress
+    if show_progress is None:
+        show_progress = _isatty(sys.stderr) and not (to_stdout and _isatty(sys.stdout))
+    sizes = [s.size or 0 for s in sources]
+    bar: Any = None
+    if show_progress and sum(sizes) > 0:
+        bar = click.progressbar(
+            length=sum(sizes), label="replaying", file=sys.stderr, show_pos=False, width=30
+        )
+        bar.__enter__()
+
+    try:
+        writer.start(meta)
+        done_bytes = 0
+        for index, source in enumerate(sources):
+            replayer.set_source(source.name, forced or "?")
+            position = [0]
+
+            def advance(pos: int, position: list[int] = position) -> None:
+                if bar is not None and pos > position[0]:
+                    bar.update(pos - position[0])
+                    position[0] = pos
+
+            info = InputInfo(source.name, None)
+            totals.inputs.append(info)
+            try:
+                info.format = read_source(
+                    source,
+                    replayer,
+                    index=index,
+                    input_format=forced,
+                    progress=advance if bar is not None else None,
+                    on_format=functools.partial(_named, replayer, source.name),
+                )
+                if info.format is None:
+                    info.error = "empty input"
+            except (TraceFormatError, TraceInputError) as exc:
+                info.error = str(exc)
+                _report_input_error(str(exc), err_style)
+            except (KeyboardInterrupt, BrokenPipeError):
+                raise
+            except Exception as exc:  # a reader bug must not end the whole replay
+                import logging
+
+                logging.getLogger("loopwarden").debug("reader failed", exc_info=exc)
+                info.error = f"internal error while reading: {type(exc).__name__}: {exc}"
+                _report_input_error(f"{source.name}: {info.error}", err_style)
+            replayer.finish()
+            done_bytes += sizes[index]
+            if bar is not None:
+                bar.update(sizes[index] - position[0])
+        if bar is not None:
+            bar.__exit__(None, None, None)
+            bar = None
+        writer.finish(totals)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+        if handle is not None:
+            out_text.flush()
+            handle.close()
+
+    readable = [i for i in totals.inputs if i.format is not None]
+    if not readable:
+        errors = [i for i in totals.inputs if i.error is not None and i.error != "empty input"]
+        if errors or not totals.inputs:
+            if not totals.inputs:
+                click.echo("loopwarden replay: error: no trace files found", err=True)
+            return EXIT_USAGE
+    if fail_on == "warning" and totals.looped_runs:
+        return EXIT_FAIL
+    if fail_on == "critical" and totals.levels["critical"]:
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def _named(replayer: Any, name: str, fmt: str) -> None:
+    replayer.set_source(name, fmt)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _report_input_error(message: str, style: Any) -> None:
+    click.echo(f"{style('error', fg='red')} {message}", err=True)
+
+
+def main(argv: Sequence[str]) -> int:
+    return run_command(replay_command, argv, "loopwarden replay")

@@ -1,0 +1,103 @@
+"""Small helpers shared by the trace readers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..hashing import MISSING, extract_unknown_tool_name
+from ._sink import Loc, TraceSink
+
+__all__ = [
+    "ReadContext",
+    "blocks_text",
+    "jsonl_records",
+    "outcome_from_text",
+    "short_title",
+]
+
+# Only short texts are searched for "unknown tool" wordings: real tool output
+# can be megabytes, and the not-found answers of agents are one line.
+_UNKNOWN_SCAN_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """What a reader knows about the input it reads."""
+
+    name: str
+    """Display name of the source (for run labels)."""
+    path: Path | None
+    index: int
+    """Position of the source in this replay; run keys are prefixed with it."""
+
+    @property
+    def stem(self) -> str:
+        if self.path is None:
+            return "stdin"
+        name = self.path.name
+        for suffix in (".gz", ".jsonl", ".ndjson", ".json"):
+            if name.endswith(suffix):
+                name = name[: -len(suffix)]
+        return name or self.path.name
+
+    def key(self, local: str) -> str:
+        return f"{self.index}\x1f{local}"
+
+
+def jsonl_records(lines: Iterable[tuple[int, bytes]], sink: TraceSink) -> Iterator[tuple[Loc, Any]]:
+    """Parsed JSONL lines; a line that is not JSON is reported and skipped, blank ones ignored."""
+    loads = orjson.loads
+    for lineno, raw in lines:
+        try:
+            yield lineno, loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if raw.strip():
+                sink.problem(lineno, f"not valid JSON ({exc})")
+
+
+def blocks_text(content: Any) -> str:
+    """The text of a string or a list of content blocks (``{"type": ..., "text": ...}``)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, Mapping):
+                text = block.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+        return "\n".join(parts)
+    return ""
+
+
+def outcome_from_text(tool: str, text: str, value: Any = MISSING) -> tuple[Any, Any]:
+    """``(result, error)`` for a result text that carries no error flag.
+
+    Formats such as Chat Completions lose the "this was an error" flag, so an
+    answer that says the called tool does not exist ("unsupported call: x",
+    "Tool 'x' not found.") is treated as an error naming that tool, the way
+    the live guard sees it. Everything else is a result (``value`` if given).
+    """
+    if len(text) <= _UNKNOWN_SCAN_LIMIT:
+        name = extract_unknown_tool_name(text)
+        if name is not None and name == tool.strip().lower():
+            return MISSING, text
+    return (text if value is MISSING else value), MISSING
+
+
+def short_title(text: Any, limit: int = 80) -> str | None:
+    """The first line of a prompt, shortened, to recognise a run by."""
+    if not isinstance(text, str):
+        return None
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return None

@@ -1,0 +1,261 @@
+"""Trace inputs: files, folders and stdin, read as a stream of records.
+
+JSONL files are read one line at a time (constant memory, however large the
+file). A file that is one JSON document (a pretty-printed export, a JSON
+array, or JSON values one after another) has to be parsed whole; that is
+documented as the limit for huge inputs: use JSONL for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, cast
+
+import orjson
+
+from ._sink import Loc
+
+__all__ = ["Source", "TraceInputError", "expand_paths", "open_source"]
+
+# Extensions a folder walk picks up (a ".gz" of any of them too).
+TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
+# How much of a file detection may look at before deciding.
+SNIFF_LINES = 50
+SNIFF_BYTES = 1 << 20
+# A JSON document is parsed whole; refuse absurd sizes with a clear message.
+MAX_DOCUMENT_BYTES = 1 << 30
+
+
+class TraceInputError(Exception):
+    """An input path that cannot be read at all (missing, unreadable)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One trace input."""
+
+    name: str
+    """What messages call it: the path as given (or found in a folder), or ``<stdin>``."""
+    path: Path | None
+    """``None`` for stdin."""
+
+    @property
+    def size(self) -> int | None:
+        if self.path is None:
+            return None
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return None
+
+
+def _walk(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            bare = name[:-3] if name.endswith(".gz") else name
+            if bare.endswith(TRACE_SUFFIXES):
+                found.append(Path(root) / name)
+    return found
+
+
+def expand_paths(paths: Sequence[str]) -> list[Source]:
+    """Sources for the given paths: files as given, folders walked (sorted), ``-`` = stdin."""
+    sources: list[Source] = []
+    stdin_seen = False
+    for given in paths:
+        if given == "-":
+            if not stdin_seen:
+                sources.append(Source("<stdin>", None))
+                stdin_seen = True
+            continue
+        path = Path(given)
+        if path.is_dir():
+            sources.extend(Source(str(p), p) for p in _walk(path))
+        elif path.exists():
+            sources.append(Source(given, path))
+        else:
+            raise TraceInputError(f"no such file or folder: {given}")
+    return sources
+
+
+class LineStream:
+    """Numbered lines of a binary stream, with the first lines buffered for sniffing."""
+
+    def __init__(self, handle: IO[bytes], progress: Callable[[int], None] | None = None) -> None:
+        self.handle = handle
+        self.progress = progress
+        self.head: list[bytes] = []
+        self._head_taken = False
+        self.exhausted = False
+
+    def sniff(self) -> list[bytes]:
+        """The first non-blank lines (up to ``SNIFF_LINES`` or ``SNIFF_BYTES``)."""
+        if self._head_taken:
+            return self.head
+        self._head_taken = True
+        size = 0
+        nonblank = 0
+        while nonblank < SNIFF_LINES and size < SNIFF_BYTES:
+            line = self.handle.readline()
+            if not line:
+                self.exhausted = True
+                break
+            self.head.append(line)
+            size += len(line)
+            if line.strip():
+                nonblank += 1
+        return [line for line in self.head if line.strip()]
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        lineno = 0
+        for line in self.head:
+            lineno += 1
+            yield lineno, line
+        if self.exhausted:
+            return
+        progress = self.progress
+        handle = self.handle
+        if progress is None:
+            for lineno, line in enumerate(handle, lineno + 1):  # noqa: B020 - continue numbering
+                yield lineno, line
+            return
+        tell = getattr(handle, "tell", None)
+        for lineno, line in enumerate(handle, lineno + 1):  # noqa: B020
+            if not lineno & 4095 and tell is not None:
+                try:
+                    progress(tell())
+                except (OSError, ValueError):
+                    tell = None
+            yield lineno, line
+
+    def rest(self) -> bytes:
+        """Everything (head included) as one byte string, for whole-document parsing."""
+        chunks = [*self.head]
+        if not self.exhausted:
+            remaining = self.handle.read(MAX_DOCUMENT_BYTES + 1)
+            chunks.append(remaining)
+        data = b"".join(chunks)
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise TraceInputError(
+                "this JSON document is larger than 1 GiB; write the trace as JSONL "
+                "(one record per line) so it can be streamed"
+            )
+        return data
+
+
+class _CountingReader(io.RawIOBase):
+    """Counts compressed bytes consumed, so progress works for ``.gz`` files too."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.consumed = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self.consumed += n
+        return n
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+class OpenedSource:
+    """An open source: its line stream and how far reading has got (bytes)."""
+
+    def __init__(self, source: Source, progress: Callable[[int], None] | None) -> None:
+        self.source = source
+        self._closers: list[Any] = []
+        handle: IO[bytes]
+        if source.path is None:
+            handle = sys.stdin.buffer
+        else:
+            try:
+                raw: IO[bytes] = open(source.path, "rb", buffering=1 << 20)  # noqa: SIM115
+            except OSError as exc:
+                raise TraceInputError(f"cannot read {source.name}: {exc.strerror or exc}") from None
+            self._closers.append(raw)
+            if source.name.endswith(".gz"):
+                counter = _CountingReader(raw)
+                self._closers.append(counter)
+                gz = gzip.GzipFile(fileobj=io.BufferedReader(counter, 1 << 20), mode="rb")
+                self._closers.append(gz)
+                handle = cast(IO[bytes], gz)
+                if progress is not None:
+                    outer = progress
+
+                    def progress(_: int, counter: _CountingReader = counter) -> None:
+                        outer(counter.consumed)
+
+            else:
+                handle = raw
+        self.lines = LineStream(handle, progress)
+
+    def close(self) -> None:
+        for handle in reversed(self._closers):
+            with contextlib.suppress(OSError):
+                handle.close()
+
+
+def open_source(source: Source, progress: Callable[[int], None] | None = None) -> OpenedSource:
+    return OpenedSource(source, progress)
+
+
+def parse_document(data: bytes) -> tuple[Any, str | None]:
+    """A whole-file JSON value, or JSON values one after another (as a list).
+
+    Returns ``(value, None)`` or ``(None, reason)``.
+    """
+    try:
+        return orjson.loads(data), None
+    except orjson.JSONDecodeError as exc:
+        first_error = str(exc)
+    # Several JSON values back to back (e.g. OpenTelemetry's console exporter).
+    import json
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    pos = 0
+    end = len(text)
+    while True:
+        while pos < end and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= end:
+            break
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except ValueError:
+            return None, f"not valid JSON or JSONL ({first_error})"
+        values.append(value)
+    if len(values) < 2:
+        return None, f"not valid JSON or JSONL ({first_error})"
+    return values, None
+
+
+def document_records(doc: Any) -> Iterator[tuple[Loc, Any]]:
+    """Top-level records of a JSON document: list items, or the document itself."""
+    if isinstance(doc, list):
+        for index, item in enumerate(doc):
+            yield f"[{index}]", item
+    else:
+        yield None, doc

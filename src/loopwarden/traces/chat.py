@@ -1,0 +1,277 @@
+"""Message lists: OpenAI Chat Completions, the Responses API, Anthropic Messages.
+
+Most agent frameworks can export a conversation in one of these shapes
+(openai-agents ``result.to_input_list()`` gives Responses items, LangChain
+messages convert to Chat Completions). Accepted:
+
+* a JSON list of messages/items, or a JSONL file with one message/item per
+  line — the whole file is **one run**;
+* a conversation object ``{"messages" | "input" | "items" | "output": [...],
+  "tools": [...]}`` — one run per object (a JSON list of them, or one per JSONL
+  line, as in fine-tuning datasets).
+
+Calls: Chat ``tool_calls`` (and legacy ``function_call``), Responses
+``function_call`` / ``custom_tool_call`` / ``mcp_call`` items, Anthropic
+``tool_use`` blocks. Outcomes: ``role: "tool"`` / ``"function"`` messages,
+``function_call_output`` items, ``tool_result`` blocks (``is_error`` kept).
+These formats do not mark failed calls, so an answer that says the called
+tool does not exist is taken as that error. ``compaction`` items are
+compactions. A ``tools`` list names the registered tools, which turns on the
+unknown-tool guard for names outside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..integrations._base import parse_arguments
+from ._common import ReadContext, blocks_text, outcome_from_text, short_title
+from ._sink import Loc, TraceSink
+
+__all__ = ["ITEM_TYPES", "read"]
+
+_LIST_KEYS = ("messages", "input", "items", "output")
+ITEM_TYPES = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "mcp_call",
+        "compaction",
+        "reasoning",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "computer_call_output",
+        "local_shell_call",
+        "local_shell_call_output",
+        "image_generation_call",
+        "code_interpreter_call",
+        "mcp_list_tools",
+        "item_reference",
+    }
+)
+
+
+def is_conversation(record: Mapping[str, Any]) -> bool:
+    return any(isinstance(record.get(k), list) for k in _LIST_KEYS)
+
+
+def is_item(record: Mapping[str, Any]) -> bool:
+    return isinstance(record.get("role"), str) or record.get("type") in ITEM_TYPES
+
+
+def tool_names(tools: Any) -> list[str] | None:
+    """Function tool names of a Chat/Responses/Anthropic ``tools`` list (None if none)."""
+    if not isinstance(tools, list):
+        return None
+    names = []
+    for tool in tools:
+        if not isinstance(tool, Mapping):
+            continue
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        if isinstance(name, str) and name:
+            names.append(name)
+    return names or None
+
+
+def _sub(loc: Loc, field: str, index: int) -> Loc:
+    if isinstance(loc, int):
+        return loc
+    return f"{loc or ''}{'.' if loc else ''}{field}[{index}]"
+
+
+class _Conversation:
+    """One run: pairs results with calls and remembers call names."""
+
+    def __init__(self, sink: TraceSink, key: str) -> None:
+        self.sink = sink
+        self.key = key
+        self.names: dict[str, str] = {}
+        self.legacy: dict[str, list[str]] = {}
+        self.count = 0
+
+    def call(self, call_id: Any, tool: Any, params: Any, loc: Loc, what: str) -> str | None:
+        if not isinstance(tool, str) or not tool:
+            self.sink.problem(loc, f"{what} without a tool name")
+            return None
+        self.count += 1
+        cid = call_id if isinstance(call_id, str) and call_id else f"call#{self.count}"
+        self.names[cid] = tool
+        if len(self.names) > 512:
+            del self.names[next(iter(self.names))]
+        self.sink.call(self.key, cid, tool, params, loc)
+        return cid
+
+    def result(self, call_id: Any, content: Any, loc: Loc, *, is_error: bool = False) -> None:
+        if not isinstance(call_id, str) or not call_id:
+            self.sink.problem(loc, "tool result without a call id")
+            return
+        text = blocks_text(content)
+        if is_error:
+            self.sink.outcome(self.key, call_id, loc, error=text.strip() or "error")
+            return
+        tool = self.names.get(call_id, "")
+        value = content if isinstance(content, (str, type(None))) else text
+        result, error = outcome_from_text(tool, text, value)
+        self.sink.outcome(self.key, call_id, loc, result=result, error=error)
+
+    def item(self, item: Any, loc: Loc) -> None:
+        if not isinstance(item, Mapping):
+            self.sink.problem(loc, "expected a message or item object")
+            return
+        kind = item.get("type")
+        role = item.get("role")
+        if kind == "function_call":
+            self.call(
+                item.get("call_id") or item.get("id"),
+                item.get("name"),
+                parse_arguments(item.get("arguments")),
+                loc,
+                "function_call",
+            )
+        elif kind == "custom_tool_call":
+            self.call(
+                item.get("call_id") or item.get("id"),
+                item.get("name"),
+                item.get("input"),
+                loc,
+                "custom_tool_call",
+            )
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            self.result(item.get("call_id"), item.get("output"), loc)
+        elif kind == "mcp_call":
+            cid = self.call(
+                item.get("id"),
+                item.get("name"),
+                parse_arguments(item.get("arguments")),
+                loc,
+                "mcp_call",
+            )
+            error = item.get("error")
+            if cid is not None and error:
+                self.result(
+                    cid, error if isinstance(error, str) else str(error), loc, is_error=True
+                )
+            elif cid is not None and item.get("output") is not None:
+                self.result(cid, item.get("output"), loc)
+        elif kind == "compaction":
+            self.sink.compaction(self.key, loc)
+        elif role == "assistant":
+            self._assistant(item, loc)
+        elif role == "tool":
+            self.result(item.get("tool_call_id"), item.get("content"), loc)
+        elif role == "function":
+            name = item.get("name")
+            ids = self.legacy.get(name) if isinstance(name, str) else None
+            if ids:
+                self.result(ids.pop(0), item.get("content"), loc)
+            else:
+                self.sink.problem(loc, "function result without a matching function_call")
+        elif role == "user":
+            content = item.get("content")
+            if isinstance(content, list):
+                for block in content:
+                    if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                        self.result(
+                            block.get("tool_use_id"),
+                            block.get("content"),
+                            loc,
+                            is_error=block.get("is_error") is True,
+                        )
+
+    def _assistant(self, item: Mapping[str, Any], loc: Loc) -> None:
+        calls = item.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                if not isinstance(call, Mapping):
+                    self.sink.problem(loc, "tool_calls entry is not an object")
+                    continue
+                function = call.get("function")
+                spec = function if isinstance(function, Mapping) else call
+                self.call(
+                    call.get("id"),
+                    spec.get("name"),
+                    parse_arguments(spec.get("arguments")),
+                    loc,
+                    "tool call",
+                )
+        legacy = item.get("function_call")
+        if isinstance(legacy, Mapping):
+            cid = self.call(
+                None,
+                legacy.get("name"),
+                parse_arguments(legacy.get("arguments")),
+                loc,
+                "function_call",
+            )
+            if cid is not None:
+                self.legacy.setdefault(str(legacy.get("name")), []).append(cid)
+        content = item.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                    self.call(
+                        block.get("id"), block.get("name"), block.get("input"), loc, "tool_use"
+                    )
+
+
+def _first_user_text(items: Sequence[Any]) -> str | None:
+    for item in items:
+        if isinstance(item, Mapping) and item.get("role") == "user":
+            text = blocks_text(item.get("content"))
+            if text.strip():
+                return short_title(text)
+    return None
+
+
+def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) -> None:
+    file_run: _Conversation | None = None
+    conversations = 0
+    for loc, record in records:
+        if isinstance(record, list):
+            conversations += 1
+            _conversation(sink, ctx, {"messages": record}, loc, conversations)
+        elif isinstance(record, Mapping) and is_conversation(record):
+            conversations += 1
+            _conversation(sink, ctx, record, loc, conversations)
+        elif isinstance(record, Mapping) and is_item(record):
+            if file_run is None:
+                key = ctx.key("items")
+                sink.begin_run(key, label=ctx.stem, line=loc)
+                file_run = _Conversation(sink, key)
+            file_run.item(record, loc)
+        else:
+            sink.problem(loc, "not a chat message, Responses item or conversation object")
+    if file_run is not None:
+        sink.end_run(file_run.key)
+
+
+def _conversation(
+    sink: TraceSink, ctx: ReadContext, record: Mapping[str, Any], loc: Loc, number: int
+) -> None:
+    ident = record.get("id")
+    label = ident if isinstance(ident, str) and ident else f"{ctx.stem}#{number}"
+    key = ctx.key(f"{label}\x1e{number}")
+    items: list[tuple[Loc, Any]] = []
+    for field in _LIST_KEYS:
+        value = record.get(field)
+        if isinstance(value, list):
+            items.extend((_sub(loc, field, i), item) for i, item in enumerate(value))
+    session = record.get("conversation_id") or record.get("session_id")
+    sink.begin_run(
+        key,
+        label=label,
+        line=loc,
+        session=session if isinstance(session, str) else None,
+        tools=tool_names(record.get("tools")),
+        title=_first_user_text([item for _, item in items]),
+    )
+    conversation = _Conversation(sink, key)
+    for item_loc, item in items:
+        conversation.item(item, item_loc)
+    sink.end_run(key)

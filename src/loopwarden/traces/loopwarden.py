@@ -1,0 +1,142 @@
+"""loopwarden's own JSONL run record (written by ``LoopGuard(run_record=...)``).
+
+Lines have a ``type`` of ``run_start``, ``call``, ``outcome``, ``compaction`` or
+``event`` and a ``run_id``; calls and outcomes carry the hashes the live guard
+computed, so replay feeds them to ``before_call_hashed``/``after_call_hashed``
+and never needs the raw params.
+
+A run is one ``run_id``. Several processes may append to one file, so runs
+interleave; a run is closed at the end of the file, when a new ``run_start``
+reuses its id, or when more than ``max_open_runs`` runs are open at once (the
+least recently active half is closed; a later line of a closed run starts a
+new run with the same id). That bound keeps memory constant on huge files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from ._common import ReadContext
+from ._sink import Loc, TraceSink
+
+__all__ = ["MAX_OPEN_RUNS", "read"]
+
+MAX_OPEN_RUNS = 1024
+_TYPES = frozenset({"run_start", "call", "outcome", "compaction", "event"})
+_UNSET = object()
+
+
+def read(
+    records: Iterable[tuple[Loc, Any]],
+    sink: TraceSink,
+    ctx: ReadContext,
+    *,
+    max_open_runs: int = MAX_OPEN_RUNS,
+) -> None:
+    """Replay a run record. ``records`` may hold raw JSONL lines (bytes) or parsed values."""
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    prefix = f"{ctx.index}\x1f"
+    # run id -> last line seen (insertion order is reset on touch, so the
+    # front of the dict is the least recently active run)
+    active: dict[str, int] = {}
+    prev_run: object = _UNSET
+    prev_key = ""
+    seq = 0
+    for loc, raw in records:
+        seq += 1
+        if type(raw) is bytes:
+            try:
+                rec = loads(raw)
+            except decode_error as exc:
+                if raw.strip():
+                    sink.problem(loc, f"not valid JSON ({exc})")
+                continue
+        else:
+            rec = raw
+        if type(rec) is not dict:
+            sink.problem(loc, "expected a JSON object with a 'type'")
+            continue
+        kind = rec.get("type")
+        run_id = rec.get("run_id")
+        if run_id != prev_run or kind == "run_start":
+            if type(run_id) is not str or not run_id:
+                sink.problem(loc, f"{kind or 'record'} without a run_id")
+                continue
+            key = prefix + run_id
+            if kind == "run_start" or run_id not in active or not sink.has_run(key):
+                if kind not in _TYPES:
+                    sink.problem(loc, f"unknown record type {kind!r}")
+                    continue
+                if len(active) >= max_open_runs:
+                    _close_oldest(active, sink, prefix)
+                active.pop(run_id, None)
+                session = rec.get("session_id") if kind == "run_start" else None
+                agent = rec.get("agent_id") if kind == "run_start" else None
+                sink.begin_run(
+                    key,
+                    label=run_id,
+                    line=loc,
+                    session=session if isinstance(session, str) else None,
+                    agent=agent if isinstance(agent, str) else None,
+                )
+            else:
+                del active[run_id]  # re-inserted below: most recently active
+            active[run_id] = seq
+            prev_run, prev_key = run_id, key
+        key = prev_key
+        if kind == "call":
+            tool = rec.get("tool")
+            sig = rec.get("args_hash")
+            if type(tool) is not str or type(sig) is not str:
+                sink.problem(loc, "call without a tool name or args_hash")
+                continue
+            call_id = rec.get("call_id")
+            sink.call_hashed(
+                key,
+                call_id if type(call_id) is str else None,
+                tool,
+                sig,
+                loc,
+                rec.get("params"),
+            )
+        elif kind == "outcome":
+            tool = rec.get("tool")
+            sig = rec.get("args_hash")
+            out = rec.get("outcome_hash")
+            if type(tool) is not str or type(sig) is not str:
+                sink.problem(loc, "outcome without a tool name or args_hash")
+                continue
+            if out is not None and type(out) is not str:
+                sink.problem(loc, "outcome_hash must be a string or null")
+                continue
+            call_id = rec.get("call_id")
+            unknown = rec.get("unknown_tool")
+            sink.outcome_hashed(
+                key,
+                call_id if type(call_id) is str else None,
+                tool,
+                sig,
+                out,
+                loc,
+                is_error=rec.get("is_error") is True,
+                unknown_tool=unknown if type(unknown) is str else None,
+            )
+        elif kind == "compaction":
+            sink.compaction(key, loc)
+        elif kind == "event":
+            sink.live_event(key)
+        elif kind != "run_start":
+            sink.problem(loc, f"unknown record type {kind!r}")
+    for run_id in active:
+        sink.end_run(prefix + run_id)
+
+
+def _close_oldest(active: dict[str, int], sink: TraceSink, prefix: str) -> None:
+    """Close the least recently active half of the open runs."""
+    for run_id in list(active)[: max(1, len(active) // 2)]:
+        del active[run_id]
+        sink.end_run(prefix + run_id)
