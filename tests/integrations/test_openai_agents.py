@@ -1,0 +1,456 @@
+"""OpenAI Agents SDK integration, driven offline with the SDK's own ``ScriptedModel``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    AgentHooks,
+    Runner,
+    SQLiteSession,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.exceptions import AgentsException
+from agents.testing import ScriptedModel, assistant_message, function_call
+from openai.types.responses import ResponseCompactionItem
+
+import loopwarden as lw
+from loopwarden.integrations.openai_agents import (
+    AgentsCircuitBreakerTripped,
+    AgentsCompactionLoopPersisted,
+    LoopGuardForAgents,
+)
+from tests._snippets import snippet
+
+# Nothing may try to upload traces: the SDK's global switch, plus tracing_disabled per run.
+set_tracing_disabled(True)
+
+SMALL = {
+    "tools": {
+        "loopDetection": {
+            "enabled": True,
+            "warningThreshold": 3,
+            "criticalThreshold": 5,
+            "globalCircuitBreakerThreshold": 7,
+            "unknownToolThreshold": 3,
+        }
+    }
+}
+WARNING = "WARNING: poll_status has been called"
+BLOCKED = "CRITICAL: loopwarden blocked this call"
+
+
+class Events:
+    """A LoopGuard event sink that keeps every event."""
+
+    def __init__(self) -> None:
+        self.items: list[lw.LoopEvent] = []
+
+    def __call__(self, event: lw.LoopEvent) -> None:
+        self.items.append(event)
+
+    def actions(self) -> list[str]:
+        return [e.action for e in self.items]
+
+
+@pytest.fixture(name="events")
+def fixture_events() -> Events:
+    return Events()
+
+
+def poll_tool(ran: list[str], result: Callable[[str, int], str] | None = None) -> Any:
+    @function_tool
+    def poll_status(job: str) -> str:
+        """Status of a background job."""
+        ran.append(job)
+        return result(job, len(ran)) if result is not None else "pending"
+
+    return poll_status
+
+
+def stuck(n: int, tool: str = "poll_status", args: dict[str, Any] | None = None) -> list[Any]:
+    """Model steps that call ``tool`` with the same arguments ``n`` times, then answer."""
+    steps: list[Any] = [
+        [function_call(tool, args if args is not None else {"job": "42"}, call_id=f"c{i}")]
+        for i in range(n)
+    ]
+    return [*steps, [assistant_message("done")]]
+
+
+def outputs(model: ScriptedModel) -> dict[str, Any]:
+    """call id -> the tool output the model saw, from the input of its last call."""
+    last = model.last_call
+    assert last is not None
+    return {
+        item["call_id"]: item["output"]
+        for item in last.input
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    }
+
+
+def run_sync(*args: Any, **kwargs: Any) -> Any:
+    """``Runner.run_sync``, closing the default event loop it leaves open on purpose."""
+    try:
+        return Runner.run_sync(*args, **kwargs)
+    finally:
+        policy = asyncio.get_event_loop_policy()
+        policy.get_event_loop().close()
+        policy.set_event_loop(None)
+
+
+def run(agent: Agent[Any], guard: LoopGuardForAgents, mode: str, **kwargs: Any) -> Any:
+    """One run in the given mode: ``async`` (Runner.run), ``sync`` or ``streamed``."""
+    config = guard.run_config(tracing_disabled=True)
+    if mode == "sync":
+        return run_sync(agent, "Is job 42 done?", run_config=config, **kwargs)
+    if mode == "async":
+        return asyncio.run(Runner.run(agent, "Is job 42 done?", run_config=config, **kwargs))
+
+    async def streamed() -> Any:
+        result = Runner.run_streamed(agent, "Is job 42 done?", run_config=config, **kwargs)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    return asyncio.run(streamed())
+
+
+@pytest.mark.parametrize("mode", ["async", "sync", "streamed"])
+def test_stuck_agent_is_warned_then_blocked_then_stopped(mode: str, events: Events) -> None:
+    ran: list[str] = []
+    model = ScriptedModel(stuck(12))
+    guard = LoopGuardForAgents(SMALL, on_event=events)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
+
+    with pytest.raises(lw.CircuitBreakerTripped) as caught:
+        run(agent, guard, mode, max_turns=30)
+
+    stop = caught.value
+    assert isinstance(stop, AgentsCircuitBreakerTripped)
+    assert isinstance(stop, AgentsException)  # the SDK let it through and attached run data
+    assert stop.run_data is not None
+    assert (stop.code, stop.tool_name, stop.count) == ("global_circuit_breaker", "poll_status", 7)
+    assert len(ran) == 5  # calls 6 and 7 were blocked, call 8 stopped the run
+    seen = outputs(model)
+    assert seen["c2"] == "pending"
+    assert seen["c3"].startswith("pending\n\n" + WARNING)  # the warning rides on the result
+    assert seen["c5"].startswith(BLOCKED) and seen["c6"].startswith(BLOCKED)
+    assert len(model.calls) == 8  # the run ended at the 8th call: no further model turn
+    assert events.actions() == ["warn", "block", "block", "stop"]
+    assert {e.agent_id for e in events.items} == {"poller"}
+
+
+def test_progressing_agent_with_default_config_is_never_blocked(events: Events) -> None:
+    ran: list[str] = []
+    tool = poll_tool(ran, lambda job, n: f"{n * 10}% done")
+    steps: list[Any] = [
+        [function_call("poll_status", {"job": "42"}, call_id=f"p{i}")] for i in range(24)
+    ]
+    steps += [[function_call("poll_status", {"job": str(i)}, call_id=f"d{i}")] for i in range(8)]
+    model = ScriptedModel([*steps, [assistant_message("all done")]])
+    guard = LoopGuardForAgents({"tools": {"loopDetection": {"enabled": True}}}, on_event=events)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[tool]))
+
+    result = asyncio.run(
+        Runner.run(agent, "Wait for job 42.", max_turns=40, run_config=guard.run_config())
+    )
+
+    assert result.final_output == "all done"
+    assert len(ran) == 32
+    # Changing results are progress: a repeat warning at most, never a block.
+    assert set(events.actions()) <= {"warn"}
+    assert not any(str(out).startswith(BLOCKED) for out in outputs(model).values())
+
+
+def test_hallucinated_tool_is_counted_blocked_and_stops_the_run(events: Events) -> None:
+    ran: list[str] = []
+    model = ScriptedModel(stuck(12, tool="no_such_tool", args={"q": "x"}))
+    guard = LoopGuardForAgents(SMALL, on_event=events)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
+
+    with pytest.raises(lw.CircuitBreakerTripped) as caught:
+        asyncio.run(Runner.run(agent, "hi", max_turns=30, run_config=guard.run_config()))
+
+    assert caught.value.detector == "unknown_tool_repeat"
+    assert caught.value.tool_name == "no_such_tool"
+    seen = outputs(model)
+    assert seen["c0"] == seen["c2"] == "Tool 'no_such_tool' not found."  # the SDK's own answer
+    assert "there is no tool named 'no_such_tool'" in seen["c3"]  # blocked after 3 misses
+    # The stop answered the 8th call (the SDK asks the formatter for text, and swallows its
+    # exceptions) and ended the run before the model was asked again.
+    assert caught.value.run_data is not None
+    answers = {
+        item.raw_item["call_id"]: item.output
+        for item in caught.value.run_data.new_items
+        if item.type == "tool_call_output_item"
+    }
+    assert "stopped this run" in answers["c7"]
+    assert len(model.calls) == 8
+    assert events.actions() == ["block"] * 4 + ["stop"]
+    assert ran == []
+
+
+def test_run_config_overrides_win() -> None:
+    # An explicit tool_not_found_behavior is respected: the SDK ends the run itself.
+    model = ScriptedModel(stuck(3, tool="no_such_tool"))
+    guard = LoopGuardForAgents(SMALL)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+    config = guard.run_config(tool_not_found_behavior="raise_error", tracing_disabled=True)
+    assert config.tracing_disabled and config.tool_error_formatter is not None
+    with pytest.raises(AgentsException, match="no_such_tool"):
+        asyncio.run(Runner.run(agent, "hi", run_config=config))
+
+
+async def test_server_side_compaction_then_identical_calls_abort(lw_logs: Any) -> None:
+    ran: list[str] = []
+    compaction = ResponseCompactionItem(id="cmp_1", type="compaction", encrypted_content="...")
+    steps = stuck(6)
+    steps[0] = [compaction, *steps[0]]
+    model = ScriptedModel(steps)
+    guard = LoopGuardForAgents(SMALL)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
+
+    with pytest.raises(lw.CompactionLoopPersisted) as caught:
+        await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+
+    abort = caught.value
+    assert isinstance(abort, AgentsCompactionLoopPersisted)
+    assert abort.code == "compaction_loop_persisted"
+    assert (abort.tool_name, abort.count) == ("poll_status", 3)
+    assert len(ran) == 3
+    assert "post-compaction guard armed for 3 attempts" in lw_logs.text
+
+
+class CompactingSession(SQLiteSession):
+    """A compaction-aware session (the SDK calls ``run_compaction`` after a turn) that
+    replaces the history with a compaction item, as ``OpenAIResponsesCompactionSession`` does
+    with the output of the Responses compact endpoint."""
+
+    def __init__(self, session_id: str, *, compact: bool) -> None:
+        super().__init__(session_id)
+        self.compact = compact
+        self.compactions = 0
+
+    async def run_compaction(self, args: Any = None) -> None:
+        if not self.compact:
+            return
+        self.compactions += 1
+        await self.clear_session()
+        await self.add_items(
+            [
+                {"type": "compaction", "id": f"cmp_{self.compactions}", "encrypted_content": "x"},
+                {"role": "assistant", "content": "Summary: job 42 was pending."},
+            ]
+        )
+
+
+@pytest.mark.parametrize("compact", [True, False])
+async def test_compacted_session_arms_the_next_run(compact: bool) -> None:
+    ran: list[str] = []
+    tool = poll_tool(ran)
+    guard = LoopGuardForAgents(SMALL)
+    session = CompactingSession("thread-1", compact=compact)
+    first = ScriptedModel(stuck(2))
+    agent = guard.protect(Agent(name="poller", model=first, tools=[tool]))
+    config = guard.run_config(tracing_disabled=True, group_id="thread-1")
+    await Runner.run(agent, "Is job 42 done?", session=session, run_config=config)
+
+    # The next user turn starts from the compacted history and repeats itself.
+    second = ScriptedModel(stuck(4))
+    agent.model = second
+    if compact:
+        with pytest.raises(lw.CompactionLoopPersisted):
+            await Runner.run(agent, "And now?", session=session, run_config=config)
+        assert len(ran) == 2 + 3
+    else:
+        result = await Runner.run(agent, "And now?", session=session, run_config=config)
+        assert result.final_output == "done"
+        assert len(ran) == 2 + 4
+    assert session.compactions == (1 if compact else 0)
+
+
+async def test_parallel_calls_in_one_turn_are_paired_by_call_id(tmp_path: Path) -> None:
+    ran: list[str] = []
+    tool = poll_tool(ran, lambda job, n: f"job {job}: pending")
+    record = tmp_path / "run.jsonl"
+    turns = [
+        [function_call("poll_status", {"job": str(j)}, call_id=f"call_{t}{j}") for j in range(4)]
+        for t in range(2)
+    ]
+    model = ScriptedModel([*turns, [assistant_message("done")]])
+    guard = LoopGuardForAgents(SMALL, run_record=record, log_params=True)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[tool]))
+
+    await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+    guard.guard.close()
+
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    calls = {line["call_id"]: line["params"] for line in lines if line["type"] == "call"}
+    results = [line for line in lines if line["type"] == "outcome"]
+    assert len(calls) == len(results) == 8
+    for line in results:
+        assert line["result"] == f"job {calls[line['call_id']]['job']}: pending"
+        assert (
+            line["outcome_hash"]
+            == lw.hash_outcome("poll_status", calls[line["call_id"]], result=line["result"]).hash
+        )
+    assert sorted(ran) == sorted([str(j) for j in range(4)] * 2)
+
+
+async def test_concurrent_runs_do_not_share_counts(events: Events) -> None:
+    @function_tool
+    async def poll_status(job: str) -> str:
+        """Status of a background job."""
+        await asyncio.sleep(0)  # let the two runs interleave
+        return "pending"
+
+    guard = LoopGuardForAgents(SMALL, on_event=events)
+    agent = guard.protect(Agent(name="poller", tools=[poll_status]))
+    models = [ScriptedModel(stuck(5)), ScriptedModel(stuck(5))]
+
+    results = await asyncio.gather(
+        *(
+            Runner.run(agent, "hi", run_config=guard.run_config(model=m, tracing_disabled=True))
+            for m in models
+        )
+    )
+
+    # Together the runs made 10 identical calls; apart, each made 5: warned once, never blocked.
+    assert [r.final_output for r in results] == ["done", "done"]
+    assert events.actions() == ["warn", "warn"]
+    assert len({e.run_id for e in events.items}) == 2
+    for model in models:
+        assert outputs(model)["c3"].startswith("pending\n\n" + WARNING)
+
+
+async def test_failing_tool_is_recorded_as_an_error_and_blocked(tmp_path: Path) -> None:
+    @function_tool
+    def poll_status(job: str) -> str:
+        """Status of a background job."""
+        raise ConnectionError("status service unreachable")
+
+    record = tmp_path / "run.jsonl"
+    model = ScriptedModel(stuck(6))
+    guard = LoopGuardForAgents(SMALL, run_record=record)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_status]))
+
+    await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+    guard.guard.close()
+
+    seen = outputs(model)
+    # The model saw the SDK's failure text; loopwarden recorded the exception itself.
+    assert seen["c0"].startswith("An error occurred while running the tool.")
+    assert seen["c5"].startswith(BLOCKED)
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [line["is_error"] for line in lines if line["type"] == "outcome"] == [True] * 5
+
+
+async def test_users_hooks_guardrails_and_formatter_keep_working(events: Events) -> None:
+    from agents.tool_guardrails import ToolGuardrailFunctionOutput, tool_input_guardrail
+
+    seen_by_user: list[str] = []
+
+    class UserHooks(AgentHooks[Any]):
+        async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+            seen_by_user.append(f"tool_end:{result[:7]}")
+
+        async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            seen_by_user.append("llm_end")
+
+    @tool_input_guardrail
+    def user_check(data: Any) -> ToolGuardrailFunctionOutput:
+        seen_by_user.append("user_guardrail")
+        return ToolGuardrailFunctionOutput.allow()
+
+    @function_tool(tool_input_guardrails=[user_check])
+    def poll_status(job: str) -> str:
+        """Status of a background job."""
+        return "pending"
+
+    def formatter(args: Any) -> str | None:
+        return f"No tool called {args.tool_name}." if args.kind == "tool_not_found" else None
+
+    steps = [
+        [function_call("poll_status", {"job": "1"}, call_id="a")],
+        [function_call("nope", {}, call_id="b")],
+        [assistant_message("done")],
+    ]
+    model = ScriptedModel(steps)
+    guard = LoopGuardForAgents(SMALL, on_event=events)
+    agent = Agent(name="poller", model=model, tools=[poll_status], hooks=UserHooks())
+    guard.protect(guard.protect(agent))  # idempotent
+
+    base = guard.run_config(tool_error_formatter=formatter, tracing_disabled=True)
+    result = await Runner.run(agent, "hi", run_config=base)
+
+    assert result.final_output == "done"
+    assert outputs(model) == {"a": "pending", "b": "No tool called nope."}
+    assert seen_by_user == ["llm_end", "user_guardrail", "tool_end:pending", "llm_end", "llm_end"]
+    tool = agent.tools[0]
+    assert [g.get_name() for g in tool.tool_input_guardrails] == ["user_check", "loopwarden"]
+    assert [g.get_name() for g in tool.tool_output_guardrails] == ["loopwarden"]
+
+
+async def test_handoff_targets_are_protected_with_their_own_config(events: Events) -> None:
+    ran: list[str] = []
+    worker_block = {"id": "worker", "tools": {"loopDetection": {"criticalThreshold": 4}}}
+    config = {**SMALL, "agents": {"list": [worker_block]}}
+    worker = Agent(name="worker", model=ScriptedModel(stuck(5)), tools=[poll_tool(ran)])
+    triage_model = ScriptedModel([[function_call("transfer_to_worker", {}, call_id="h")]])
+    triage = Agent(name="triage", model=triage_model, handoffs=[worker])
+    guard = LoopGuardForAgents(config, on_event=events)
+    guard.protect(triage)
+
+    await Runner.run(triage, "hi", run_config=guard.run_config(tracing_disabled=True))
+
+    assert len(ran) == 4  # the worker's own criticalThreshold blocked its 5th call
+    assert events.actions() == ["warn", "block"]
+    assert {e.agent_id for e in events.items} == {"worker"}
+
+
+def test_missing_extra_names_the_extra() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['agents'] = None\n"
+        "try:\n"
+        "    import loopwarden.integrations.openai_agents\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "pip install 'loopwarden[openai-agents]'" in out.stdout
+
+
+@pytest.fixture(name="clean_namespace")
+def fixture_clean_namespace() -> Iterator[dict[str, Any]]:
+    yield {"__name__": "docs_snippet"}
+
+
+def test_docs_example_runs(clean_namespace: dict[str, Any], capsys: Any) -> None:
+    code = snippet("openai-agents-quickstart")
+    assert len(code.splitlines()) <= 15
+    exec(compile(code, "openai-agents-quickstart", "exec"), clean_namespace)
+    # The example uses a real model name; an offline stuck model stands in for it.
+    model = clean_namespace["agent"].model = ScriptedModel(stuck(35))
+    try:
+        answer = clean_namespace["ask"]("Is job 42 done?")
+    finally:  # Runner.run_sync leaves its event loop open on purpose
+        policy = asyncio.get_event_loop_policy()
+        policy.get_event_loop().close()
+        policy.set_event_loop(None)
+    assert answer == "stopped by loopwarden: global_circuit_breaker"
+    seen = outputs(model)
+    assert seen["c10"].startswith("pending\n\nWARNING: poll_status has been called 10 times")
+    assert seen["c20"].startswith(BLOCKED + ": poll_status was called 20 times")
+    assert len(model.calls) == 31
