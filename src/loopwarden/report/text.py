@@ -80,7 +80,7 @@ class TextWriter:
         label = s(f"{action:<5}", fg=_ACTION_COLOUR.get(action), bold=action in ("stop", "abort"))
         paired = f" ↔ {first.paired_tool}" if first.paired_tool else ""
         text = (
-            f"  call {first.call:<6} {label}  {first.detector:<24} "
+            f"  call {first.call:<6} {label}  {first.detector:<26} "
             f"{first.tool}{paired}  count {first.count}"
         )
         if len(group) > 1:

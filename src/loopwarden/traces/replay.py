@@ -80,11 +80,15 @@ class ReplayStore:
     def __init__(self) -> None:
         self._states: dict[str, RunState] = {}
 
-    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
+    def attach(self, key: str, config: LoopDetectionConfig) -> RunState:
+        """The live state of ``key`` (the guard then skips the per-call store lookup)."""
         state = self._states.get(key)
         if state is None:
             state = self._states[key] = RunState.new(config)
-        return fn(state)
+        return state
+
+    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
+        return fn(self.attach(key, config))
 
     async def atransact(
         self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
@@ -92,9 +96,13 @@ class ReplayStore:
         return self.transact(key, config, fn)
 
     def delete(self, key: str) -> None:
-        self._states.pop(key, None)
+        state = self._states.pop(key, None)
+        if state is not None:
+            state.detached = True
 
     def close(self) -> None:
+        for state in self._states.values():
+            state.detached = True
         self._states.clear()
 
     def __len__(self) -> int:
