@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import sqlite3
 import sys
 import threading
@@ -224,7 +225,7 @@ class SQLiteStore:
         try:
             conn = sqlite3.connect(
                 self.path,
-                timeout=self.busy_timeout,
+                timeout=0,  # see _wait: polling beats SQLite's own busy handler here
                 isolation_level=None,  # we issue BEGIN/COMMIT ourselves
                 check_same_thread=False,  # one thread uses it; close() may run elsewhere
             )
@@ -240,19 +241,34 @@ class SQLiteStore:
             raise self._error("open the file", exc) from None
         return conn
 
-    def _setup(self, conn: sqlite3.Connection) -> None:
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+    def _wait(self, conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()) -> None:
+        """Run ``sql``, retrying while another connection holds the lock it needs.
+
+        SQLite's own busy handler sleeps 1, 2, 5, 10, ... 100 ms between tries, but a
+        run update holds the write lock for well under a millisecond: short jittered
+        polls let contending hook processes through several times faster.
+        """
+        try:
+            conn.execute(sql, params)
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
         deadline = time.monotonic() + self.busy_timeout
+        delay = 0.0002
         while True:
-            # Switching a new file to WAL needs a moment of exclusive access; the
-            # busy handler does not cover it, so retry while others do the same.
+            time.sleep(delay * (0.5 + random.random()))
             try:
-                conn.execute("PRAGMA journal_mode = WAL").fetchone()
-                break
+                conn.execute(sql, params)
+                return
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
+                if not _busy(exc) or time.monotonic() > deadline:
                     raise
-                time.sleep(0.01)
+            delay = min(delay * 1.5, 0.02)
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        # Switching a new file to WAL needs a moment of exclusive access.
+        self._wait(conn, "PRAGMA journal_mode = WAL")
         # NORMAL is durable across application crashes in WAL mode; only a power
         # loss can drop the last few commits, which costs a few counted calls.
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -261,7 +277,7 @@ class SQLiteStore:
             self._migrate(conn)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
+        self._wait(conn, "BEGIN IMMEDIATE")
         try:
             # Read again under the write lock: another process may have migrated.
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -293,7 +309,7 @@ class SQLiteStore:
         """Load (or create) the state of ``key``, apply ``fn``, save it: one transaction."""
         conn = self._connection()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._wait(conn, "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise self._error("start a transaction", exc) from None
         try:
@@ -355,7 +371,7 @@ class SQLiteStore:
     def delete(self, key: str) -> None:
         """Forget one run."""
         try:
-            self._connection().execute("DELETE FROM runs WHERE key = ?", (key,))
+            self._wait(self._connection(), "DELETE FROM runs WHERE key = ?", (key,))
         except sqlite3.Error as exc:
             raise self._error("delete run state", exc) from None
 
@@ -383,7 +399,7 @@ class SQLiteStore:
         """Delete runs idle for longer than the TTL now (normally done on the side)."""
         conn = self._connection()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._wait(conn, "BEGIN IMMEDIATE")
             try:
                 stamp = time.time() if now is None else now
                 while True:
@@ -406,7 +422,7 @@ class SQLiteStore:
         """
         conn = self._connection()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._wait(conn, "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise self._error("start a transaction", exc) from None
         try:
@@ -432,6 +448,13 @@ class SQLiteStore:
             raise
         return result
 
+    def delete_value(self, key: str) -> None:
+        """Forget one side record."""
+        try:
+            self._wait(self._connection(), "DELETE FROM kv WHERE key = ?", (key,))
+        except sqlite3.Error as exc:
+            raise self._error("delete a side record", exc) from None
+
     def check(self) -> None:
         """Run SQLite's integrity check; raises :class:`StoreError` when it fails."""
         try:
@@ -455,6 +478,11 @@ class SQLiteStore:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         self._local = threading.local()
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
