@@ -1,0 +1,641 @@
+"""Pydantic AI capability, driven through real agents with a scripted ``FunctionModel``.
+
+The model function receives the whole history each turn, so the tests check
+what the model reads, not only what loopwarden decided.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import itertools
+import json
+import subprocess
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.capabilities import AbstractCapability, ProcessHistory
+from pydantic_ai.exceptions import UnexpectedModelBehavior
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+import loopwarden as lw
+from loopwarden.integrations.pydantic_ai import LoopGuardCapability
+from tests._snippets import snippet
+
+SMALL = {
+    "tools": {
+        "loopDetection": {
+            "enabled": True,
+            "warningThreshold": 3,
+            "criticalThreshold": 5,
+            "globalCircuitBreakerThreshold": 7,
+            "unknownToolThreshold": 3,
+        }
+    }
+}
+BLOCKED = "CRITICAL: loopwarden blocked this call"
+Script = Callable[[list[ModelMessage]], ModelResponse]
+MODES = ["sync", "async"]
+
+
+class ScriptedModel(FunctionModel):
+    """A FunctionModel that keeps every history it was sent."""
+
+    def __init__(self, script: Script) -> None:
+        self.seen: list[list[ModelMessage]] = []
+
+        def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            self.seen.append(list(messages))
+            return script(messages)
+
+        super().__init__(reply)
+
+    def answers(self) -> list[list[Any]]:
+        """The parts of the newest request the model read each turn after the first."""
+        return [list(seen[-1].parts) for seen in self.seen[1:]]
+
+
+def tool_calls(*specs: tuple[str, dict[str, Any]]) -> Callable[[], ModelResponse]:
+    ids = itertools.count(1)
+
+    def reply() -> ModelResponse:
+        return ModelResponse(
+            parts=[ToolCallPart(n, a, tool_call_id=f"call_{next(ids)}") for n, a in specs]
+        )
+
+    return reply
+
+
+def forever(*specs: tuple[str, dict[str, Any]]) -> Script:
+    reply = tool_calls(*specs)
+    return lambda messages: reply()
+
+
+def turns(count: int, *specs: tuple[str, dict[str, Any]]) -> Script:
+    """Call the tools for ``count`` turns, then answer."""
+    reply = tool_calls(*specs)
+    left = itertools.count(count, -1)
+    return lambda messages: reply() if next(left) > 0 else ModelResponse(parts=[TextPart("done")])
+
+
+def four_calls(messages: list[ModelMessage]) -> ModelResponse:
+    """Four identical calls per user prompt, then an answer."""
+    start = max(
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
+    )
+    done = sum(
+        isinstance(p, ToolReturnPart)
+        for m in messages[start:]
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+    )
+    if done == 4:
+        return ModelResponse(parts=[TextPart("still pending")])
+    return ModelResponse(
+        parts=[ToolCallPart("poll_status", {"job": "42"}, tool_call_id=f"c{done}")]
+    )
+
+
+def close_sync_loop() -> None:
+    """``run_sync`` leaves the event loop it made open and set on its thread; close it.
+
+    Otherwise the loop is collected later, in some other test, as an unclosed resource.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:
+            return
+    if not loop.is_running():
+        loop.close()
+        asyncio.set_event_loop(None)
+
+
+@pytest.fixture(autouse=True)
+def _no_open_loops() -> Iterator[None]:
+    yield
+    close_sync_loop()
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+        self.lock = threading.Lock()
+
+    def hit(self, name: str) -> int:
+        with self.lock:
+            self.runs.append(name)
+            return len(self.runs)
+
+
+@pytest.fixture(name="counter")
+def fixture_counter() -> Counter:
+    return Counter()
+
+
+def make_agent(
+    llm: FunctionModel,
+    counter: Counter,
+    capability: LoopGuardCapability,
+    *more: AbstractCapability[None],
+    **kwargs: Any,
+) -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(llm, capabilities=[capability, *more], **kwargs)
+
+    @agent.tool_plain
+    def poll_status(job: str) -> str:
+        """Check whether a job has finished."""
+        counter.hit(job)
+        return "pending"
+
+    return agent
+
+
+def run(agent: Agent[None, str], mode: str, prompt: str = "Is job 42 done?", **kwargs: Any) -> Any:
+    if mode == "async":
+        return asyncio.run(agent.run(prompt, **kwargs))
+    return agent.run_sync(prompt, **kwargs)
+
+
+def returns(parts: list[Any]) -> list[ToolReturnPart]:
+    return [p for p in parts if isinstance(p, ToolReturnPart)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+class TestStuckAgent:
+    def test_warned_then_blocked_then_stopped(self, mode: str, counter: Counter) -> None:
+        """Warning from the 4th identical call, blocks from the 6th, the run stops at the 8th."""
+        events: list[lw.LoopEvent] = []
+        llm = ScriptedModel(forever(("poll_status", {"job": "42"})))
+        agent = make_agent(llm, counter, LoopGuardCapability(SMALL, on_event=events.append))
+
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            run(agent, mode)
+
+        assert stop.value.code == "global_circuit_breaker"
+        assert (stop.value.tool_name, stop.value.count) == ("poll_status", 7)
+        assert len(counter.runs) == 5
+        answers = [returns(parts)[0] for parts in llm.answers()]
+        assert [a.outcome for a in answers] == ["success"] * 5 + ["failed"] * 2
+        assert [a.content for a in answers[:3]] == ["pending"] * 3
+        assert answers[3].content.startswith("pending\n\nWARNING: poll_status has been called 3")
+        assert answers[4].content == "pending"
+        assert all(a.content.startswith(BLOCKED) for a in answers[5:])
+        assert [(e.action, e.detector, e.count) for e in events] == [
+            ("warn", "generic_repeat", 3),
+            ("block", "generic_repeat", 5),
+            ("block", "generic_repeat", 6),
+            ("stop", "global_circuit_breaker", 7),
+        ]
+
+    def test_defaults_with_detection_enabled(self, mode: str, counter: Counter) -> None:
+        """Default thresholds: warning at the 11th call, blocks from the 21st, stop at the 31st."""
+        llm = ScriptedModel(forever(("poll_status", {"job": "42"})))
+        capability = LoopGuardCapability({"tools": {"loopDetection": {"enabled": True}}})
+        agent = make_agent(llm, counter, capability)
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            run(agent, mode)
+        assert stop.value.count == 30
+        assert len(counter.runs) == 20
+        answers = [returns(parts)[0] for parts in llm.answers()]
+        assert [i + 1 for i, a in enumerate(answers) if "WARNING" in str(a.content)] == [11]
+        assert [i + 1 for i, a in enumerate(answers) if a.outcome == "failed"] == list(
+            range(21, 31)
+        )
+        # The texts quoted in docs/integrations-pydantic-ai.md.
+        assert answers[10].content.startswith(
+            "pending\n\nWARNING: poll_status has been called 10 times in this run with "
+            "identical arguments."
+        )
+        assert answers[20].content.startswith(
+            "CRITICAL: loopwarden blocked this call: poll_status was called 20 times in a row "
+            "with identical arguments"
+        )
+
+
+@pytest.mark.parametrize("mode", MODES)
+class TestProgressingAgent:
+    def test_distinct_calls_are_never_flagged(self, mode: str, counter: Counter) -> None:
+        """Different arguments every turn: no note, no block, the agent finishes."""
+        jobs = itertools.count(1)
+
+        def script(messages: list[ModelMessage]) -> ModelResponse:
+            n = next(jobs)
+            if n > 15:
+                return ModelResponse(parts=[TextPart("all done")])
+            return ModelResponse(
+                parts=[ToolCallPart("poll_status", {"job": str(n)}, tool_call_id=f"c{n}")]
+            )
+
+        llm = ScriptedModel(script)
+        result = run(make_agent(llm, counter, LoopGuardCapability(SMALL)), mode)
+        assert result.output == "all done"
+        assert len(counter.runs) == 15
+        answers = [p for parts in llm.answers() for p in parts]
+        assert [p.content for p in answers] == ["pending"] * 15  # no note parts either
+
+    def test_changing_results_are_never_blocked(self, mode: str, counter: Counter) -> None:
+        """Same arguments, a new result each time: at most warnings, never a block."""
+        llm = ScriptedModel(turns(12, ("poll_status", {"job": "42"})))
+        agent: Agent[None, str] = Agent(llm, capabilities=[LoopGuardCapability(SMALL)])
+
+        @agent.tool_plain
+        def poll_status(job: str) -> str:
+            """Check whether a job has finished."""
+            return f"{counter.hit(job) * 5}% done"
+
+        assert run(agent, mode).output == "done"
+        assert len(counter.runs) == 12
+        answers = [returns(parts)[0] for parts in llm.answers()]
+        assert all(a.outcome == "success" for a in answers)
+
+
+@pytest.mark.parametrize("mode", MODES)
+class TestHallucinatedTool:
+    def test_stopped_after_the_threshold(self, mode: str, counter: Counter) -> None:
+        """Pydantic AI answers each miss; loopwarden adds a block from the 4th, stops at the 8th."""
+        events: list[lw.LoopEvent] = []
+        llm = ScriptedModel(forever(("no_such_tool", {"q": "x"})))
+        capability = LoopGuardCapability(SMALL, on_event=events.append)
+        agent = make_agent(llm, counter, capability, retries={"tools": 50})
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            run(agent, mode)
+        assert stop.value.detector == "unknown_tool_repeat"
+        assert (stop.value.tool_name, stop.value.count) == ("no_such_tool", 7)
+        answers = llm.answers()
+        assert len(answers) == 7
+        for parts in answers:
+            assert "Unknown tool name: 'no_such_tool'" in str(returns(parts)[0].content)
+        notes = [[p.content for p in parts if isinstance(p, UserPromptPart)] for parts in answers]
+        assert notes[:3] == [[], [], []]
+        for note in notes[3:]:
+            assert len(note) == 1 and "there is no tool named 'no_such_tool'" in note[0]
+        assert [e.action for e in events] == ["block"] * 4 + ["stop"]
+        assert counter.runs == []
+
+    def test_stopped_with_no_config_at_all(self, mode: str, counter: Counter) -> None:
+        """Defaults: the unknown-tool guard is on and stops at 30 misses."""
+        llm = ScriptedModel(forever(("no_such_tool", {})))
+        agent = make_agent(llm, counter, LoopGuardCapability(), retries={"tools": 100})
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            run(agent, mode)
+        assert stop.value.count == 30
+        notes = [p for parts in llm.answers() for p in parts if isinstance(p, UserPromptPart)]
+        assert len(notes) == 20
+
+    def test_default_retry_budget_ends_it_first(self, mode: str, counter: Counter) -> None:
+        """With Pydantic AI's default retries the framework ends the run itself, as documented."""
+        llm = ScriptedModel(forever(("no_such_tool", {})))
+        agent = make_agent(llm, counter, LoopGuardCapability(SMALL))
+        with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries"):
+            run(agent, mode)
+
+
+def compacting(after: int) -> Script:
+    """Poll forever; the response of turn ``after`` carries a provider compaction part."""
+    reply = tool_calls(("poll_status", {"job": "42"}))
+    turn = itertools.count(1)
+
+    def script(messages: list[ModelMessage]) -> ModelResponse:
+        response = reply()
+        if next(turn) == after:
+            summary = CompactionPart(content="Polled job 42; pending.", provider_name="function")
+            response.parts.insert(0, summary)
+        return response
+
+    return script
+
+
+def summarize(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """A history processor that writes a summary (CompactionPart) once the history grows."""
+    if len(messages) < 7 or any(
+        isinstance(p, CompactionPart) for m in messages[:1] for p in m.parts
+    ):
+        return messages
+    summary = ModelRequest(parts=[CompactionPart(content="Summary: polled job 42, pending.")])
+    return [summary, *messages[-1:]]
+
+
+@pytest.mark.parametrize("mode", MODES)
+class TestCompaction:
+    def test_provider_compaction_then_same_calls_abort(
+        self, mode: str, counter: Counter, lw_logs: Any
+    ) -> None:
+        """A CompactionPart in a response arms the guard; three identical results abort."""
+        llm = ScriptedModel(compacting(after=4))
+        agent = make_agent(llm, counter, LoopGuardCapability())  # defaults
+        with pytest.raises(lw.CompactionLoopPersisted) as abort:
+            run(agent, mode)
+        assert abort.value.code == "compaction_loop_persisted"
+        assert (abort.value.tool_name, abort.value.count) == ("poll_status", 3)
+        assert len(counter.runs) == 6  # 3 before the compaction, 3 after
+        assert "post-compaction guard armed for 3 attempts" in lw_logs.text
+
+    def test_history_processor_summary_then_same_calls_abort(
+        self, mode: str, counter: Counter, lw_logs: Any
+    ) -> None:
+        """A summary written into the history by a processor arms the guard once."""
+        llm = ScriptedModel(forever(("poll_status", {"job": "42"})))
+        agent = make_agent(llm, counter, LoopGuardCapability(), ProcessHistory(summarize))
+        with pytest.raises(lw.CompactionLoopPersisted) as abort:
+            run(agent, mode)
+        assert abort.value.count == 3
+        first = next(
+            i for i, seen in enumerate(llm.seen) if isinstance(seen[0].parts[0], CompactionPart)
+        )
+        assert len(llm.seen) == first + 3  # the summarised turn and two more
+        assert lw_logs.text.count("post-compaction guard armed") == 1
+
+    def test_changing_results_after_compaction_continue(self, mode: str, counter: Counter) -> None:
+        """After a compaction, calls whose results change are not aborted."""
+        reply = compacting(after=2)
+        turn = itertools.count(1)
+        llm = ScriptedModel(
+            lambda m: reply(m) if next(turn) <= 6 else ModelResponse(parts=[TextPart("done")])
+        )
+        agent: Agent[None, str] = Agent(llm, capabilities=[LoopGuardCapability()])
+
+        @agent.tool_plain
+        def poll_status(job: str) -> str:
+            """Check whether a job has finished."""
+            return f"{counter.hit(job) * 10}% done"
+
+        assert run(agent, mode).output == "done"
+        assert len(counter.runs) == 6
+
+    def test_summary_from_an_earlier_run_does_not_arm(
+        self, mode: str, counter: Counter, lw_logs: Any
+    ) -> None:
+        """A summary already in ``message_history`` is not a compaction of the new run."""
+        history: list[ModelMessage] = [
+            ModelRequest(parts=[CompactionPart(content="Earlier: job 42 was pending.")]),
+            ModelResponse(parts=[TextPart("Noted.")]),
+        ]
+        llm = ScriptedModel(four_calls)
+        agent = make_agent(llm, counter, LoopGuardCapability())
+        assert run(agent, mode, message_history=history).output == "still pending"
+        assert "post-compaction guard armed" not in lw_logs.text
+
+
+class TestRunsAndConversations:
+    def test_concurrent_runs_do_not_share_counts(self, counter: Counter) -> None:
+        """Two runs on one event loop, interleaved call by call, count separately."""
+        llm = ScriptedModel(four_calls)
+        agent: Agent[None, str] = Agent(llm, capabilities=[LoopGuardCapability(SMALL)])
+
+        @agent.tool_plain
+        async def poll_status(job: str) -> str:
+            """Check whether a job has finished."""
+            await asyncio.sleep(0.001)
+            counter.hit(job)
+            return "pending"
+
+        async def both() -> list[Any]:
+            return list(await asyncio.gather(agent.run("a"), agent.run("b")))
+
+        for result in asyncio.run(both()):
+            answers = [
+                p for m in result.new_messages() if isinstance(m, ModelRequest) for p in m.parts
+            ]
+            tool_answers = returns(answers)
+            assert [a.outcome for a in tool_answers] == ["success"] * 4
+            assert ["WARNING" in str(a.content) for a in tool_answers] == [False] * 3 + [True]
+        assert len(counter.runs) == 8
+
+    def test_concurrent_threads_do_not_share_counts(self, counter: Counter) -> None:
+        """Two ``run_sync`` calls in parallel threads, forced to interleave."""
+        barrier = threading.Barrier(2, timeout=10)
+        agent: Agent[None, str] = Agent(
+            ScriptedModel(four_calls), capabilities=[LoopGuardCapability(SMALL)]
+        )
+
+        @agent.tool_plain
+        def poll_status(job: str) -> str:
+            """Check whether a job has finished."""
+            barrier.wait()
+            counter.hit(job)
+            return "pending"
+
+        results: list[Any] = [None, None]
+
+        def work(i: int) -> None:
+            try:
+                results[i] = agent.run_sync(f"prompt {i}")
+            finally:
+                close_sync_loop()
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        for result in results:
+            parts = [
+                p for m in result.new_messages() if isinstance(m, ModelRequest) for p in m.parts
+            ]
+            assert ["WARNING" in str(a.content) for a in returns(parts)] == [False] * 3 + [True]
+        assert len(counter.runs) == 8
+
+    def test_next_run_of_a_conversation_starts_afresh(self, counter: Counter) -> None:
+        """A conversation's history carries over, its loop counts do not."""
+        events: list[lw.LoopEvent] = []
+        agent = make_agent(
+            ScriptedModel(four_calls), counter, LoopGuardCapability(SMALL, on_event=events.append)
+        )
+        first = agent.run_sync("Is job 42 done?", conversation_id="ticket-7")
+        second = agent.run_sync("And now?", message_history=first.all_messages())
+        assert second.output == "still pending"
+        assert len(counter.runs) == 8
+        assert [e.action for e in events] == ["warn", "warn"]
+        assert events[0].run_id != events[1].run_id
+        assert {e.session_id for e in events} == {"ticket-7"}
+
+    def test_ids_come_from_the_framework(self, counter: Counter) -> None:
+        """Run id, conversation id and agent name become run, session and agent ids."""
+        events: list[lw.LoopEvent] = []
+        agent = make_agent(
+            ScriptedModel(four_calls),
+            counter,
+            LoopGuardCapability(SMALL, on_event=events.append),
+            name="Support Bot",
+        )
+        agent.run_sync("go", run_id="run-1", conversation_id="conv-1")
+        assert [(e.run_id, e.session_id, e.agent_id) for e in events] == [
+            ("run-1", "conv-1", "Support Bot")
+        ]
+
+    def test_agent_name_selects_the_per_agent_config(self, counter: Counter) -> None:
+        """``Agent(name=...)`` picks ``agents.list[].tools.loopDetection``."""
+        config = {
+            **SMALL,
+            "agents": {
+                "list": [{"id": "support-bot", "tools": {"loopDetection": {"warningThreshold": 2}}}]
+            },
+        }
+        events: list[lw.LoopEvent] = []
+        agent = make_agent(
+            ScriptedModel(four_calls),
+            counter,
+            LoopGuardCapability(config, on_event=events.append),
+            name="Support Bot",
+        )
+        agent.run_sync("go")
+        assert [(e.action, e.count) for e in events] == [("warn", 2)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_parallel_calls_are_paired_by_call_id(mode: str, counter: Counter, tmp_path: Path) -> None:
+    """Two calls per response run concurrently; each outcome is recorded against its own call."""
+    offsets = itertools.count(0, 100)
+    ids = itertools.count(1)
+
+    def script(messages: list[ModelMessage]) -> ModelResponse:
+        n = next(ids)
+        return ModelResponse(
+            parts=[
+                ToolCallPart("poll_status", {"job": "42"}, tool_call_id=f"p{n}"),
+                ToolCallPart("read_log", {"offset": next(offsets)}, tool_call_id=f"r{n}"),
+            ]
+        )
+
+    # warningThreshold 4: with 3, any two interleaved calls already count as a ping-pong.
+    config = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "warningThreshold": 4,
+                "criticalThreshold": 6,
+                "globalCircuitBreakerThreshold": 8,
+            }
+        }
+    }
+    record = tmp_path / "run.jsonl"
+    llm = ScriptedModel(script)
+    agent = make_agent(llm, counter, LoopGuardCapability(config, run_record=record))
+
+    @agent.tool_plain
+    async def read_log(offset: int) -> str:
+        """Read the build log from an offset."""
+        await asyncio.sleep(0.001)
+        counter.hit("read")
+        return f"log from {offset}: compiling"
+
+    with pytest.raises(lw.CircuitBreakerTripped) as stop:
+        run(agent, mode)
+    assert (stop.value.tool_name, stop.value.count) == ("poll_status", 8)
+    by_id = {
+        p.tool_call_id: p
+        for m in llm.seen[-1]
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    }
+    assert all(by_id[f"r{n}"].outcome == "success" for n in range(1, 9))
+    assert [by_id[f"p{n}"].outcome for n in range(1, 9)] == ["success"] * 6 + ["failed"] * 2
+    assert [n for n in range(1, 9) if "WARNING" in str(by_id[f"p{n}"].content)] == [5]
+    assert counter.runs.count("42") == 6
+
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    outcomes = {o["call_id"]: o for o in lines if o["type"] == "outcome"}
+    pending = lw.hash_outcome("poll_status", {"job": "42"}, result="pending").hash
+    for n in range(1, 7):
+        assert outcomes[f"p{n}"]["outcome_hash"] == pending
+        offset = (n - 1) * 100
+        expected = lw.hash_outcome(
+            "read_log", {"offset": offset}, result=f"log from {offset}: compiling"
+        ).hash
+        assert outcomes[f"r{n}"]["outcome_hash"] == expected
+
+
+def test_non_string_results_get_the_note_next_to_them(counter: Counter) -> None:
+    """A dict result stays as it is; the warning follows it in the same request."""
+    llm = ScriptedModel(turns(4, ("job_info", {"job": "42"})))
+    agent: Agent[None, str] = Agent(llm, capabilities=[LoopGuardCapability(SMALL)])
+
+    @agent.tool_plain
+    def job_info(job: str) -> dict[str, str]:
+        """Describe a job."""
+        counter.hit(job)
+        return {"job": job, "state": "pending"}
+
+    assert agent.run_sync("go").output == "done"
+    answers = llm.answers()
+    assert [len(parts) for parts in answers] == [1, 1, 1, 2]
+    result, note = answers[3]
+    assert isinstance(result, ToolReturnPart) and result.content == {
+        "job": "42",
+        "state": "pending",
+    }
+    assert isinstance(note, UserPromptPart)
+    assert str(note.content).startswith("WARNING: job_info has been called 3 times")
+
+
+def test_failing_tool_is_blocked_without_using_retries(counter: Counter) -> None:
+    """ModelRetry failures are outcomes: the same failure repeated is blocked, then stopped."""
+    llm = ScriptedModel(forever(("fetch", {"url": "https://example.invalid"})))
+    agent: Agent[None, str] = Agent(
+        llm, capabilities=[LoopGuardCapability(SMALL)], retries={"tools": 50}
+    )
+
+    @agent.tool_plain
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        counter.hit(url)
+        raise ModelRetry("connection refused")
+
+    with pytest.raises(lw.CircuitBreakerTripped):
+        agent.run_sync("go")
+    assert len(counter.runs) == 5
+    answers = [returns(parts)[0] for parts in llm.answers()]
+    assert all("connection refused" in str(a.content) for a in answers[:5])
+    assert [a.outcome for a in answers[5:]] == ["failed", "failed"]
+
+
+def test_missing_extra_names_it() -> None:
+    """Without Pydantic AI installed, importing the module says which extra to install."""
+    code = (
+        "import sys; sys.modules['pydantic_ai'] = None\n"
+        "try:\n"
+        "    import loopwarden.integrations.pydantic_ai\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "pip install 'loopwarden[pydantic-ai]'" in out.stdout
+
+
+def test_docs_example_runs() -> None:
+    """The documented example, with a scripted model that never stops polling."""
+    printed = io.StringIO()
+    script = forever(("poll_status", {"job": "42"}))
+    namespace = {"model": FunctionModel(lambda messages, info: script(messages))}
+    with contextlib.redirect_stdout(printed):
+        exec(
+            compile(snippet("pydantic-ai-quickstart"), "pydantic-ai-quickstart", "exec"), namespace
+        )
+    assert printed.getvalue().strip() == "stopped: global_circuit_breaker poll_status 30"
