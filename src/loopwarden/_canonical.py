@@ -168,21 +168,8 @@ class _Normaliser:
             if isinstance(value, enum.Enum):
                 stack.append((1, value.value))
                 continue
-            if isinstance(value, (str, bytes, bytearray, memoryview, int, float)) or value is None:
+            if value is None or isinstance(value, _DEEP_LEAVES):
                 parts.append(_dumps(self.value(value, 0), option=_SORT))
-                continue
-            if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
-                leaf = self.value(value, 0) if _is_leaf_type(value) else None
-                if leaf is not None:
-                    parts.append(_dumps(leaf, option=_SORT))
-                    continue
-                ident = id(value)
-                if ident in self.active:
-                    parts.append(b'"[Circular]"')
-                    continue
-                self.active.add(ident)
-                stack.append((2, ident))
-                stack.append((1, _object_data(value)))
                 continue
             ident = id(value)
             if ident in self.active:
@@ -190,6 +177,9 @@ class _Normaliser:
                 continue
             self.active.add(ident)
             stack.append((2, ident))
+            if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
+                stack.append((1, _object_data(value)))
+                continue
             if isinstance(value, Mapping):
                 items = sorted(((self.key(k), v) for k, v in value.items()), key=_first_item)
                 stack.append((0, b"}"))
@@ -278,7 +268,15 @@ def _first_item(pair: tuple[str, Any]) -> str:
     return pair[0]
 
 
-_LEAF_TYPES = (
+# Values without children: ``_Normaliser.value`` serialises them as they are.
+_DEEP_LEAVES = (
+    str,
+    bytes,
+    bytearray,
+    memoryview,
+    int,
+    float,
+    complex,
     _dt.datetime,
     _dt.date,
     _dt.time,
@@ -286,12 +284,7 @@ _LEAF_TYPES = (
     decimal.Decimal,
     uuid.UUID,
     PurePath,
-    complex,
 )
-
-
-def _is_leaf_type(value: Any) -> bool:
-    return isinstance(value, _LEAF_TYPES)
 
 
 def _type_name(value: Any) -> str:

@@ -500,7 +500,10 @@ class RunGuard:
         )
 
     # -- after a call --------------------------------------------------------
-    def _lookup(self, tool: Any, params: Any, call_id: Any) -> tuple[str, str, str, str | None]:
+    def _prepare_outcome(
+        self, tool: Any, params: Any, call_id: Any, result: Any, error: Any
+    ) -> tuple[str, str, str, str | None, Outcome]:
+        """Tool name, args hash (cached from ``before_call``), call key, call id, outcome."""
         tool = tool.strip() if type(tool) is str else str(tool).strip()
         call_id = None if call_id is None else str(call_id)
         cached = self._sigs.pop(call_id if call_id is not None else f"{tool}\x1f{id(params)}", None)
@@ -508,7 +511,8 @@ class RunGuard:
             sig = cached[0]
         else:
             sig = f"{tool}:{digest(params)}"
-        return tool, sig, call_id if call_id is not None else sig, call_id
+        outcome = hash_outcome(tool, params, result=result, error=error, profiles=self._profiles)
+        return tool, sig, call_id if call_id is not None else sig, call_id, outcome
 
     def after_call(
         self,
@@ -526,9 +530,8 @@ class RunGuard:
         if self._off:
             return None
         try:
-            tool, sig, ckey, cid = self._lookup(tool, params, call_id)
-            outcome = hash_outcome(
-                tool, params, result=result, error=error, profiles=self._profiles
+            tool, sig, ckey, cid, outcome = self._prepare_outcome(
+                tool, params, call_id, result, error
             )
             done = self._run(self._after, tool, sig, ckey, cid, outcome)
         except Exception as exc:
@@ -549,9 +552,8 @@ class RunGuard:
         if self._off:
             return None
         try:
-            tool, sig, ckey, cid = self._lookup(tool, params, call_id)
-            outcome = hash_outcome(
-                tool, params, result=result, error=error, profiles=self._profiles
+            tool, sig, ckey, cid, outcome = self._prepare_outcome(
+                tool, params, call_id, result, error
             )
             done = await self._arun(self._after, tool, sig, ckey, cid, outcome)
         except Exception as exc:
