@@ -222,25 +222,27 @@ async def _serve(lw_mcp: Any, args: argparse.Namespace, upstreams: list[Any], gu
         connect_timeout=args.connect_timeout,
     )
     log = logging.getLogger("loopwarden")
-    async with proxy:
-        log.info(
-            "%s: guarding %d tools from %s",
-            _PROG,
-            len(proxy.tool_names),
-            ", ".join(u.describe() for u in proxy.upstreams),
-        )
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
 
-            async def watch_signals() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for _ in signals:
-                        if stop.is_set() or not args.http:
-                            tg.cancel_scope.cancel()
-                            return
-                        stop.set()  # graceful: uvicorn closes connections first
+        async def watch_signals(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                task_status.started()
+                async for _ in signals:
+                    if stop.is_set() or not args.http:
+                        tg.cancel_scope.cancel()
+                        return
+                    stop.set()  # graceful: uvicorn finishes open requests first
 
-            tg.start_soon(watch_signals)
+        # Before connecting upstreams: a SIGTERM during start-up still cleans up.
+        await tg.start(watch_signals)
+        async with proxy:
+            log.info(
+                "%s: guarding %d tools from %s",
+                _PROG,
+                len(proxy.tool_names),
+                ", ".join(u.describe() for u in proxy.upstreams),
+            )
             if args.http:
 
                 def ready(url: str) -> None:
@@ -255,5 +257,5 @@ async def _serve(lw_mcp: Any, args: argparse.Namespace, upstreams: list[Any], gu
                     return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
             else:
                 await proxy.serve_stdio()
-            tg.cancel_scope.cancel()
+        tg.cancel_scope.cancel()
     return 0

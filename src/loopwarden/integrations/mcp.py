@@ -26,7 +26,6 @@ import os
 import re
 import shlex
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -384,7 +383,10 @@ class GuardedProxy:
             self._server = self._build_server()
         except BaseException:
             self._closing.set()
-            await stack.__aexit__(*sys.exc_info())
+            try:
+                await stack.__aexit__(None, None, None)
+            except BaseException as cleanup:  # the failed start again, wrapped in a group
+                logger.debug("loopwarden mcp-proxy: while stopping upstreams: %r", cleanup)
             raise
         self._stack = stack
         return self
