@@ -1,0 +1,396 @@
+"""Google ADK integration, driven offline: scripted ``BaseLlm`` models and ``InMemoryRunner``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.adk.agents import LlmAgent
+from google.adk.apps import App
+from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+from google.adk.events.event import Event
+from google.adk.models import BaseLlm, LlmRequest, LlmResponse
+from google.adk.runners import InMemoryRunner
+from google.genai import types
+
+import loopwarden as lw
+from loopwarden.integrations.google_adk import WARNING_KEY, LoopGuardPlugin, loop_abort
+from tests._snippets import snippet
+
+SMALL = {
+    "tools": {
+        "loopDetection": {
+            "enabled": True,
+            "warningThreshold": 3,
+            "criticalThreshold": 5,
+            "globalCircuitBreakerThreshold": 7,
+            "unknownToolThreshold": 3,
+        }
+    }
+}
+WARNING = "WARNING: poll_status has been called"
+BLOCKED = "CRITICAL: loopwarden blocked this call"
+# EventsCompactionConfig warns that it is experimental; pytest turns warnings into errors.
+experimental = pytest.mark.filterwarnings("ignore:.*EXPERIMENTAL.*:UserWarning")
+
+
+def reply(step: Any, prompt_tokens: int | None = None) -> LlmResponse:
+    usage = (
+        types.GenerateContentResponseUsageMetadata(prompt_token_count=prompt_tokens)
+        if prompt_tokens is not None
+        else None
+    )
+    if isinstance(step, str):
+        parts = [types.Part(text=step)]
+    else:
+        parts = [
+            types.Part(function_call=types.FunctionCall(name=name, args=args, id=call_id))
+            for name, args, call_id in step
+        ]
+    return LlmResponse(content=types.Content(role="model", parts=parts), usage_metadata=usage)
+
+
+class Scripted(BaseLlm):
+    """Answers with the next scripted step: text, or a list of ``(tool, args, call id)``."""
+
+    steps: list[Any] = []
+    big_prompt_at: set[int] = set()  # request numbers that report a huge prompt
+    requests: int = 0
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.requests += 1
+        step = self.steps.pop(0) if self.steps else "done"
+        yield reply(step, 100_000 if self.requests in self.big_prompt_at else None)
+
+
+class Looping(BaseLlm):
+    """Calls ``poll_status(job="42")`` until it has seen ``calls`` answers, then says done.
+
+    It reads only the request, so concurrent invocations cannot disturb each other.
+    """
+
+    calls: int = 5
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        answers = sum(1 for c in llm_request.contents for p in c.parts or () if p.function_response)
+        if answers < self.calls:
+            yield reply([("poll_status", {"job": "42"}, f"c{answers}")])
+        else:
+            yield reply("done")
+
+
+def stuck(n: int, tool: str = "poll_status", args: dict[str, Any] | None = None) -> list[Any]:
+    return [[(tool, args if args is not None else {"job": "42"}, f"c{i}")] for i in range(n)]
+
+
+class Events:
+    def __init__(self) -> None:
+        self.items: list[lw.LoopEvent] = []
+
+    def __call__(self, event: lw.LoopEvent) -> None:
+        self.items.append(event)
+
+    def actions(self) -> list[str]:
+        return [e.action for e in self.items]
+
+
+@pytest.fixture(name="events")
+def fixture_events() -> Events:
+    return Events()
+
+
+def poller(ran: list[str], result: Any = None) -> Any:
+    def poll_status(job: str) -> Any:
+        """Status of a background job."""
+        ran.append(job)
+        return result(job, len(ran)) if callable(result) else {"status": "pending"}
+
+    return poll_status
+
+
+def runner_for(agent: LlmAgent, plugin: LoopGuardPlugin) -> InMemoryRunner:
+    return InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[plugin]))
+
+
+def message(text: str) -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+async def ask(runner: InMemoryRunner, text: str, session_id: str | None = None) -> list[Event]:
+    if session_id is None:
+        session = await runner.session_service.create_session(
+            app_name=runner.app_name, user_id="me"
+        )
+        session_id = session.id
+    return [
+        event
+        async for event in runner.run_async(
+            user_id="me", session_id=session_id, new_message=message(text)
+        )
+    ]
+
+
+def responses(events: list[Event]) -> dict[str, Any]:
+    """call id -> the function response the model got."""
+    return {
+        part.function_response.id: part.function_response.response
+        for event in events
+        if event.content
+        for part in event.content.parts or ()
+        if part.function_response and part.function_response.id
+    }
+
+
+def collecting(runner: InMemoryRunner, session_id: str, mode: str) -> tuple[list[Event], Any]:
+    """Run one invocation, keeping the events yielded before any exception."""
+    seen: list[Event] = []
+    try:
+        if mode == "sync":
+            events = runner.run(user_id="me", session_id=session_id, new_message=message("hi"))
+            for event in events:  # not list(): keep what came before the exception
+                seen.append(event)  # noqa: PERF402
+        else:
+
+            async def consume() -> None:
+                async for event in runner.run_async(
+                    user_id="me", session_id=session_id, new_message=message("hi")
+                ):
+                    seen.append(event)
+
+            asyncio.run(consume())
+    except Exception as exc:
+        return seen, exc
+    return seen, None
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_stuck_agent_is_warned_then_blocked_then_stopped(mode: str, events: Events) -> None:
+    ran: list[str] = []
+    model = Scripted(model="scripted", steps=stuck(12))
+    plugin = LoopGuardPlugin(SMALL, on_event=events)
+    runner = runner_for(LlmAgent(name="poller", model=model, tools=[poller(ran)]), plugin)
+    session = runner.session_service.create_session_sync(app_name=runner.app_name, user_id="me")
+
+    seen, error = collecting(runner, session.id, mode)
+
+    # ADK wraps exceptions from plugins in RuntimeError; ours is behind it.
+    assert isinstance(error, RuntimeError)
+    stop = loop_abort(error)
+    assert isinstance(stop, lw.CircuitBreakerTripped)
+    assert (stop.code, stop.tool_name, stop.count) == ("global_circuit_breaker", "poll_status", 7)
+    assert len(ran) == 5
+    assert model.requests == 8
+    got = responses(seen)
+    assert got["c2"] == {"status": "pending"}
+    assert got["c3"]["status"] == "pending" and got["c3"][WARNING_KEY].startswith(WARNING)
+    assert got["c5"]["error"].startswith(BLOCKED) and got["c6"]["error"].startswith(BLOCKED)
+    assert events.actions() == ["warn", "block", "block", "stop"]
+    assert {(e.agent_id, e.session_id) for e in events.items} == {("poller", session.id)}
+    assert plugin._invocations == {}  # the failed run's state was dropped
+
+
+async def test_progressing_agent_with_default_config_is_never_blocked(events: Events) -> None:
+    ran: list[str] = []
+    steps = stuck(24) + [[("poll_status", {"job": str(i)}, f"d{i}")] for i in range(8)]
+    model = Scripted(model="scripted", steps=steps)
+    plugin = LoopGuardPlugin({"tools": {"loopDetection": {"enabled": True}}}, on_event=events)
+    tool = poller(ran, lambda job, n: f"{n * 10}% done")
+    runner = runner_for(LlmAgent(name="poller", model=model, tools=[tool]), plugin)
+
+    seen = await ask(runner, "Wait for job 42.")
+
+    assert len(ran) == 32
+    assert seen[-1].content is not None and seen[-1].content.parts[0].text == "done"
+    assert set(events.actions()) <= {"warn"}  # results change: warned at most, never blocked
+    got = responses(seen)
+    assert got["c10"]["result"].startswith("110% done\n\n" + WARNING)  # appended to text
+    assert not any("error" in response for response in got.values())
+
+
+async def test_hallucinated_tool_is_counted_blocked_and_stops_the_run(events: Events) -> None:
+    ran: list[str] = []
+    model = Scripted(model="scripted", steps=stuck(12, tool="no_such_tool", args={"q": "x"}))
+    plugin = LoopGuardPlugin(SMALL, on_event=events)
+    runner = runner_for(LlmAgent(name="poller", model=model, tools=[poller(ran)]), plugin)
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id="me")
+    seen: list[Event] = []
+
+    with pytest.raises(RuntimeError) as caught:
+        async for event in runner.run_async(
+            user_id="me", session_id=session.id, new_message=message("hi")
+        ):
+            seen.append(event)
+
+    stop = loop_abort(caught.value)
+    assert isinstance(stop, lw.CircuitBreakerTripped)
+    assert (stop.detector, stop.tool_name) == ("unknown_tool_repeat", "no_such_tool")
+    got = responses(seen)
+    assert "no_such_tool" in got["c0"]["error"] and BLOCKED not in got["c2"]["error"]  # ADK's
+    assert "there is no tool named 'no_such_tool'" in got["c3"]["error"]  # then loopwarden's
+    assert model.requests == 8
+    assert events.actions() == ["block"] * 4 + ["stop"]
+    assert ran == []
+
+
+def compacting_app(model: BaseLlm, plugin: LoopGuardPlugin, ran: list[str], **config: Any) -> App:
+    from google.adk.apps._configs import EventsCompactionConfig
+
+    summarizer = LlmEventSummarizer(llm=Scripted(model="summarizer", steps=["Job 42 pending."] * 9))
+    agent = LlmAgent(name="poller", model=model, tools=[poller(ran)])
+    compaction = EventsCompactionConfig(summarizer=summarizer, **config) if config else None
+    return App(name="app", root_agent=agent, plugins=[plugin], events_compaction_config=compaction)
+
+
+@experimental
+@pytest.mark.parametrize("compact", [True, False])
+async def test_compaction_after_an_invocation_arms_the_next_one(compact: bool) -> None:
+    ran: list[str] = []
+    model = Scripted(model="scripted", steps=[*stuck(2), "pending, I will check later", *stuck(4)])
+    plugin = LoopGuardPlugin(SMALL)
+    config = {"compaction_interval": 1, "overlap_size": 0} if compact else {}
+    runner = InMemoryRunner(app=compacting_app(model, plugin, ran, **config))
+    session = await runner.session_service.create_session(app_name="app", user_id="me")
+    await ask(runner, "Is job 42 done?", session.id)
+
+    if compact:  # ADK compacted the session after the first invocation
+        with pytest.raises(RuntimeError) as caught:
+            await ask(runner, "And now?", session.id)
+        abort = loop_abort(caught.value)
+        assert isinstance(abort, lw.CompactionLoopPersisted)
+        assert (abort.code, abort.count) == ("compaction_loop_persisted", 3)
+        assert len(ran) == 2 + 3
+    else:
+        seen = await ask(runner, "And now?", session.id)
+        assert responses(seen)["c3"]["status"] == "pending"
+        assert len(ran) == 2 + 4
+
+
+@experimental
+async def test_compaction_during_an_invocation_arms_the_guard(lw_logs: Any) -> None:
+    ran: list[str] = []
+    distinct = [[("poll_status", {"job": str(i)}, f"x{i}")] for i in range(2)]
+    # The 2nd response reports a huge prompt: ADK compacts before the 3rd request.
+    model = Scripted(model="scripted", steps=[*distinct, *stuck(6)], big_prompt_at={2})
+    runner = InMemoryRunner(
+        app=compacting_app(
+            model, LoopGuardPlugin(SMALL), ran, token_threshold=1000, event_retention_size=1
+        )
+    )
+
+    with pytest.raises(RuntimeError) as caught:
+        await ask(runner, "Is job 42 done?")
+
+    assert isinstance(loop_abort(caught.value), lw.CompactionLoopPersisted)
+    assert len(ran) == 2 + 3
+    assert lw_logs.text.count("post-compaction guard armed for 3 attempts") == 1
+
+
+async def test_parallel_calls_in_one_turn_are_paired_by_call_id(tmp_path: Path) -> None:
+    ran: list[str] = []
+    record = tmp_path / "run.jsonl"
+    turns = [[("poll_status", {"job": str(j)}, f"call_{t}{j}") for j in range(4)] for t in range(2)]
+    model = Scripted(model="scripted", steps=turns)
+    plugin = LoopGuardPlugin(SMALL, run_record=record, log_params=True)
+    tool = poller(ran, lambda job, n: {"job": job, "status": "pending"})
+    runner = runner_for(LlmAgent(name="poller", model=model, tools=[tool]), plugin)
+
+    await ask(runner, "hi")
+    plugin.guard.close()
+
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    calls = {line["call_id"]: line["params"] for line in lines if line["type"] == "call"}
+    results = [line for line in lines if line["type"] == "outcome"]
+    assert len(calls) == len(results) == 8
+    for line in results:
+        params = calls[line["call_id"]]
+        assert line["result"] == {"job": params["job"], "status": "pending"}
+        assert (
+            line["outcome_hash"]
+            == lw.hash_outcome("poll_status", params, result=line["result"]).hash
+        )
+    assert sorted(ran) == sorted([str(j) for j in range(4)] * 2)
+
+
+async def test_concurrent_invocations_do_not_share_counts(events: Events) -> None:
+    async def poll_status(job: str) -> dict[str, str]:
+        """Status of a background job."""
+        await asyncio.sleep(0)  # let the two invocations interleave
+        return {"status": "pending"}
+
+    plugin = LoopGuardPlugin(SMALL, on_event=events)
+    agent = LlmAgent(name="poller", model=Looping(model="looping", calls=5), tools=[poll_status])
+    runner = runner_for(agent, plugin)
+
+    runs = await asyncio.gather(ask(runner, "first"), ask(runner, "second"))
+
+    # Together 10 identical calls; apart 5 each: one warning per invocation, no block.
+    assert events.actions() == ["warn", "warn"]
+    assert len({e.run_id for e in events.items}) == len({e.session_id for e in events.items}) == 2
+    for seen in runs:
+        got = responses(seen)
+        assert len(got) == 5 and WARNING_KEY in got["c3"]
+
+
+async def test_failing_tool_is_recorded_as_an_error(tmp_path: Path) -> None:
+    def poll_status(job: str) -> str:
+        """Status of a background job."""
+        raise ConnectionError("status service unreachable")
+
+    record = tmp_path / "run.jsonl"
+    plugin = LoopGuardPlugin(SMALL, run_record=record)
+    model = Scripted(model="scripted", steps=stuck(2))
+    runner = runner_for(LlmAgent(name="poller", model=model, tools=[poll_status]), plugin)
+
+    # ADK ends the run with a tool's exception; loopwarden records it and lets it through.
+    with pytest.raises(ConnectionError):
+        await ask(runner, "hi")
+    plugin.guard.close()
+
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [(x["tool"], x["is_error"]) for x in lines if x["type"] == "outcome"] == [
+        ("poll_status", True)
+    ]
+
+
+def test_missing_extra_names_the_extra() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['google.adk'] = None\n"
+        "try:\n"
+        "    import loopwarden.integrations.google_adk\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "pip install 'loopwarden[google-adk]'" in out.stdout
+
+
+def test_docs_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loopwarden.json5").write_text(snippet("google-adk-config"))
+    code = snippet("google-adk-quickstart")
+    assert len([line for line in code.splitlines() if line.strip()]) <= 15
+    namespace: dict[str, Any] = {"__name__": "docs_snippet"}
+    exec(compile(code, "google-adk-quickstart", "exec"), namespace)
+    # The example names a Gemini model; an offline model that never stops stands in for it.
+    namespace["agent"].model = Looping(model="looping", calls=100)
+    exec(compile(snippet("google-adk-stop"), "google-adk-stop", "exec"), namespace)
+    stop = namespace["stop"]
+    assert isinstance(stop, lw.CircuitBreakerTripped)
+    assert (stop.code, stop.count) == ("global_circuit_breaker", 30)
+    printed = capsys.readouterr().out
+    assert printed == "loopwarden stopped the run: global_circuit_breaker poll_status 30\n"
