@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
+import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -234,13 +235,18 @@ def replay_command(
 
     totals = Totals()
     err_style = styler(colour_enabled(color, sys.stderr))
+    show_progress = progress
+    if show_progress is None:
+        show_progress = _isatty(sys.stderr) and not (to_stdout and _isatty(sys.stdout))
+    sizes = [s.size or 0 for s in sources]
+    bar = _Progress(sum(sizes)) if show_progress and sum(sizes) > 0 else None
 
     def on_problem(where: str, reason: str) -> None:
         totals.add_problem(where, reason)
         if totals.problems <= MAX_PROBLEMS_SHOWN:
-            click.echo(f"{err_style('skipped', fg='yellow')} {where}: {reason}", err=True)
+            _err(bar, f"{err_style('skipped', fg='yellow')} {where}: {reason}")
         elif totals.problems == MAX_PROBLEMS_SHOWN + 1:
-            click.echo("… further malformed records are counted, not shown", err=True)
+            _err(bar, "… further malformed records are counted, not shown")
 
     def on_run(report: RunReport) -> None:
         totals.add(report)
@@ -254,29 +260,12 @@ def replay_command(
         timeline=fmt == "html",
     )
 
-    show_progress = progress
-    if show_progress is None:
-        show_progress = _isatty(sys.stderr) and not (to_stdout and _isatty(sys.stdout))
-    sizes = [s.size or 0 for s in sources]
-    bar: Any = None
-    if show_progress and sum(sizes) > 0:
-        bar = click.progressbar(
-            length=sum(sizes), label="replaying", file=sys.stderr, show_pos=False, width=30
-        )
-        bar.__enter__()
-
     try:
+        if bar is not None:
+            bar.start()
         writer.start(meta)
-        done_bytes = 0
         for index, source in enumerate(sources):
             replayer.set_source(source.name, forced or "?")
-            position = [0]
-
-            def advance(pos: int, position: list[int] = position) -> None:
-                if bar is not None and pos > position[0]:
-                    bar.update(pos - position[0])
-                    position[0] = pos
-
             info = InputInfo(source.name, None)
             totals.inputs.append(info)
             try:
@@ -285,33 +274,29 @@ def replay_command(
                     replayer,
                     index=index,
                     input_format=forced,
-                    progress=advance if bar is not None else None,
+                    on_open=bar.open if bar is not None else None,
                     on_format=functools.partial(_named, replayer, source.name),
                 )
                 if info.format is None:
                     info.error = "empty input"
             except (TraceFormatError, TraceInputError) as exc:
                 info.error = str(exc)
-                _report_input_error(str(exc), err_style)
+                _err(bar, f"{err_style('error', fg='red')} {exc}")
             except (KeyboardInterrupt, BrokenPipeError):
                 raise
             except Exception as exc:  # a reader bug must not end the whole replay
-                import logging
-
-                logging.getLogger("loopwarden").debug("reader failed", exc_info=exc)
                 info.error = f"internal error while reading: {type(exc).__name__}: {exc}"
-                _report_input_error(f"{source.name}: {info.error}", err_style)
+                _err(bar, f"{err_style('error', fg='red')} {source.name}: {info.error}")
             replayer.finish()
-            done_bytes += sizes[index]
             if bar is not None:
-                bar.update(sizes[index] - position[0])
+                bar.file_done(sizes[index])
         if bar is not None:
-            bar.__exit__(None, None, None)
+            bar.close()
             bar = None
         writer.finish(totals)
     finally:
         if bar is not None:
-            bar.__exit__(None, None, None)
+            bar.close()
         if handle is not None:
             out_text.flush()
             handle.close()
@@ -341,8 +326,72 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
-def _report_input_error(message: str, style: Any) -> None:
-    click.echo(f"{style('error', fg='red')} {message}", err=True)
+def _err(bar: _Progress | None, text: str) -> None:
+    if bar is not None:
+        bar.echo(text)
+    else:
+        click.echo(text, err=True)
+
+
+class _Progress:
+    """A progress bar on stderr, fed by a side thread that polls the file position.
+
+    The reading loop never touches it, so a progress bar costs replay nothing.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.bar: Any = click.progressbar(
+            length=total, label="replaying", file=sys.stderr, show_pos=False, width=30
+        )
+        self.lock = threading.Lock()
+        self.done = 0
+        self.shown = 0
+        self.current: Any = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="loopwarden-progress", daemon=True)
+
+    def start(self) -> None:
+        self.bar.__enter__()
+        self.bar.render_progress()
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2):
+            self.refresh()
+
+    def refresh(self) -> None:
+        with self.lock:
+            current = self.current
+            position = current.position() if current is not None else None
+            target = self.done + (position or 0)
+            if target > self.shown:
+                step = min(target, self.bar.length) - self.shown
+                if step > 0:
+                    self.bar.update(step)
+                    self.shown += step
+
+    def open(self, opened: Any) -> None:
+        with self.lock:
+            self.current = opened
+
+    def file_done(self, size: int) -> None:
+        with self.lock:
+            self.current = None
+            self.done += size
+        self.refresh()
+
+    def echo(self, text: str) -> None:
+        with self.lock:
+            sys.stderr.write("\r\x1b[K")
+            click.echo(text, err=True)
+            self.bar.render_progress()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.refresh()
+        self.bar.__exit__(None, None, None)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -31,6 +31,7 @@ from ._source import (
 __all__ = [
     "ALIASES",
     "FORMATS",
+    "OpenedSource",
     "Source",
     "TraceFormatError",
     "TraceInputError",
@@ -199,7 +200,7 @@ def read_source(
     *,
     index: int,
     input_format: str | None = None,
-    progress: Callable[[int], None] | None = None,
+    on_open: Callable[[OpenedSource], None] | None = None,
     on_format: Callable[[str], None] | None = None,
 ) -> str | None:
     """Stream one input through its reader. Returns the format, or None for an empty input.
@@ -207,7 +208,9 @@ def read_source(
     Raises :class:`TraceFormatError` when the format cannot be told and
     :class:`TraceInputError` when the input cannot be read.
     """
-    opened: OpenedSource = open_source(source, progress)
+    opened: OpenedSource = open_source(source)
+    if on_open is not None:
+        on_open(opened)
     try:
         head = opened.lines.sniff()
         if not head:

@@ -67,7 +67,6 @@ class TraceSink(Protocol):
         args_hash: str,
         outcome_hash: str | None,
         line: Loc,
-        *,
         is_error: bool = False,
         unknown_tool: str | None = None,
     ) -> None:

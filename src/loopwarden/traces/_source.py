@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import itertools
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
@@ -92,9 +93,8 @@ def expand_paths(paths: Sequence[str]) -> list[Source]:
 class LineStream:
     """Numbered lines of a binary stream, with the first lines buffered for sniffing."""
 
-    def __init__(self, handle: IO[bytes], progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, handle: IO[bytes]) -> None:
         self.handle = handle
-        self.progress = progress
         self.head: list[bytes] = []
         self._head_taken = False
         self.exhausted = False
@@ -102,7 +102,7 @@ class LineStream:
     def sniff(self) -> list[bytes]:
         """The first non-blank lines (up to ``SNIFF_LINES`` or ``SNIFF_BYTES``)."""
         if self._head_taken:
-            return self.head
+            return [line for line in self.head if line.strip()]
         self._head_taken = True
         size = 0
         nonblank = 0
@@ -118,26 +118,11 @@ class LineStream:
         return [line for line in self.head if line.strip()]
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        lineno = 0
-        for line in self.head:
-            lineno += 1
-            yield lineno, line
+        # enumerate/chain keep the per-line loop in C: this is the replay hot path.
+        head = enumerate(self.head, 1)
         if self.exhausted:
-            return
-        progress = self.progress
-        handle = self.handle
-        if progress is None:
-            for lineno, line in enumerate(handle, lineno + 1):  # noqa: B020 - continue numbering
-                yield lineno, line
-            return
-        tell = getattr(handle, "tell", None)
-        for lineno, line in enumerate(handle, lineno + 1):  # noqa: B020
-            if not lineno & 4095 and tell is not None:
-                try:
-                    progress(tell())
-                except (OSError, ValueError):
-                    tell = None
-            yield lineno, line
+            return head
+        return itertools.chain(head, enumerate(self.handle, len(self.head) + 1))
 
     def rest(self) -> bytes:
         """Everything (head included) as one byte string, for whole-document parsing."""
@@ -177,11 +162,13 @@ class _CountingReader(io.RawIOBase):
 
 
 class OpenedSource:
-    """An open source: its line stream and how far reading has got (bytes)."""
+    """An open source: its line stream, and how far reading has got."""
 
-    def __init__(self, source: Source, progress: Callable[[int], None] | None) -> None:
+    def __init__(self, source: Source) -> None:
         self.source = source
         self._closers: list[Any] = []
+        self._fd: int | None = None
+        self._counter: _CountingReader | None = None
         handle: IO[bytes]
         if source.path is None:
             handle = sys.stdin.buffer
@@ -192,20 +179,31 @@ class OpenedSource:
                 raise TraceInputError(f"cannot read {source.name}: {exc.strerror or exc}") from None
             self._closers.append(raw)
             if source.name.endswith(".gz"):
-                counter = _CountingReader(raw)
+                counter = self._counter = _CountingReader(raw)
                 self._closers.append(counter)
                 gz = gzip.GzipFile(fileobj=io.BufferedReader(counter, 1 << 20), mode="rb")
                 self._closers.append(gz)
                 handle = cast(IO[bytes], gz)
-                if progress is not None:
-                    outer = progress
-
-                    def progress(_: int, counter: _CountingReader = counter) -> None:
-                        outer(counter.consumed)
-
             else:
                 handle = raw
-        self.lines = LineStream(handle, progress)
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    self._fd = raw.fileno()
+        self.lines = LineStream(handle)
+
+    def position(self) -> int | None:
+        """Bytes of the file read so far (at most one buffer ahead), or None if unknown.
+
+        Safe to call from another thread: it asks the OS, not the Python buffer,
+        so progress reporting costs the reading loop nothing.
+        """
+        if self._counter is not None:
+            return self._counter.consumed
+        if self._fd is None:
+            return None
+        try:
+            return os.lseek(self._fd, 0, os.SEEK_CUR)
+        except OSError:
+            return None
 
     def close(self) -> None:
         for handle in reversed(self._closers):
@@ -213,8 +211,8 @@ class OpenedSource:
                 handle.close()
 
 
-def open_source(source: Source, progress: Callable[[int], None] | None = None) -> OpenedSource:
-    return OpenedSource(source, progress)
+def open_source(source: Source) -> OpenedSource:
+    return OpenedSource(source)
 
 
 def parse_document(data: bytes) -> tuple[Any, str | None]:

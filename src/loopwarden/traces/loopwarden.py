@@ -24,7 +24,7 @@ from ._sink import Loc, TraceSink
 
 __all__ = ["MAX_OPEN_RUNS", "read"]
 
-MAX_OPEN_RUNS = 1024
+MAX_OPEN_RUNS = 256
 _TYPES = frozenset({"run_start", "call", "outcome", "compaction", "event"})
 _UNSET = object()
 
@@ -39,16 +39,16 @@ def read(
     """Replay a run record. ``records`` may hold raw JSONL lines (bytes) or parsed values."""
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
+    call_hashed = sink.call_hashed
+    outcome_hashed = sink.outcome_hashed
     prefix = f"{ctx.index}\x1f"
-    # run id -> last line seen (insertion order is reset on touch, so the
-    # front of the dict is the least recently active run)
-    active: dict[str, int] = {}
+    # run id -> None; insertion order is recency (a run is re-inserted when it
+    # becomes active again), so the front holds the least recently active runs.
+    active: dict[str, None] = {}
     prev_run: object = _UNSET
-    prev_key = ""
-    seq = 0
+    key = ""
     for loc, raw in records:
-        seq += 1
-        if type(raw) is bytes:
+        if raw.__class__ is bytes:
             try:
                 rec = loads(raw)
             except decode_error as exc:
@@ -57,13 +57,13 @@ def read(
                 continue
         else:
             rec = raw
-        if type(rec) is not dict:
+        if rec.__class__ is not dict:
             sink.problem(loc, "expected a JSON object with a 'type'")
             continue
         kind = rec.get("type")
         run_id = rec.get("run_id")
         if run_id != prev_run or kind == "run_start":
-            if type(run_id) is not str or not run_id:
+            if run_id.__class__ is not str or not run_id:
                 sink.problem(loc, f"{kind or 'record'} without a run_id")
                 continue
             key = prefix + run_id
@@ -84,20 +84,19 @@ def read(
                     agent=agent if isinstance(agent, str) else None,
                 )
             else:
-                del active[run_id]  # re-inserted below: most recently active
-            active[run_id] = seq
-            prev_run, prev_key = run_id, key
-        key = prev_key
+                del active[run_id]  # re-inserted below as the most recently active
+            active[run_id] = None
+            prev_run = run_id
         if kind == "call":
             tool = rec.get("tool")
             sig = rec.get("args_hash")
-            if type(tool) is not str or type(sig) is not str:
+            if tool.__class__ is not str or sig.__class__ is not str:
                 sink.problem(loc, "call without a tool name or args_hash")
                 continue
             call_id = rec.get("call_id")
-            sink.call_hashed(
+            call_hashed(
                 key,
-                call_id if type(call_id) is str else None,
+                call_id if call_id.__class__ is str else None,
                 tool,
                 sig,
                 loc,
@@ -107,23 +106,23 @@ def read(
             tool = rec.get("tool")
             sig = rec.get("args_hash")
             out = rec.get("outcome_hash")
-            if type(tool) is not str or type(sig) is not str:
+            if tool.__class__ is not str or sig.__class__ is not str:
                 sink.problem(loc, "outcome without a tool name or args_hash")
                 continue
-            if out is not None and type(out) is not str:
+            if out is not None and out.__class__ is not str:
                 sink.problem(loc, "outcome_hash must be a string or null")
                 continue
             call_id = rec.get("call_id")
             unknown = rec.get("unknown_tool")
-            sink.outcome_hashed(
+            outcome_hashed(
                 key,
-                call_id if type(call_id) is str else None,
+                call_id if call_id.__class__ is str else None,
                 tool,
                 sig,
                 out,
                 loc,
-                is_error=rec.get("is_error") is True,
-                unknown_tool=unknown if type(unknown) is str else None,
+                rec.get("is_error") is True,
+                unknown if unknown.__class__ is str else None,
             )
         elif kind == "compaction":
             sink.compaction(key, loc)
@@ -135,7 +134,7 @@ def read(
         sink.end_run(prefix + run_id)
 
 
-def _close_oldest(active: dict[str, int], sink: TraceSink, prefix: str) -> None:
+def _close_oldest(active: dict[str, None], sink: TraceSink, prefix: str) -> None:
     """Close the least recently active half of the open runs."""
     for run_id in list(active)[: max(1, len(active) // 2)]:
         del active[run_id]

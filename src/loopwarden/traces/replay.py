@@ -377,8 +377,10 @@ class Replayer:
         self._cur_call = 0
         self._cur_line: Loc = None
         self._poll_tools: dict[str, bool] = {}
+        # Consecutive records nearly always belong to the same run.
+        self._last_key: str | None = None
+        self._last_run: _Run | None = None
         self.problems = 0
-        self.calls = 0
 
     # -- bookkeeping -------------------------------------------------------------
     def set_source(self, source: str, fmt: str) -> None:
@@ -454,16 +456,22 @@ class Replayer:
         self._runs[key] = _Run(guard, report)
 
     def _run(self, key: str, line: Loc) -> _Run:
+        """The open run ``key`` (begun on the fly when a reader did not begin it)."""
+        if key is self._last_key and self._last_run is not None:
+            return self._last_run
         run = self._runs.get(key)
         if run is None:
             self.begin_run(key, label=key.rpartition("\x1f")[2] or key, line=line)
             run = self._runs[key]
+        self._last_key, self._last_run = key, run
         return run
 
     def end_run(self, key: str) -> None:
         run = self._runs.pop(key, None)
         if run is None:
             return
+        if run is self._last_run:
+            self._last_key = self._last_run = None
         run.guard.end()
         self._on_run(run.report)
 
@@ -482,6 +490,7 @@ class Replayer:
 
     def compaction(self, key: str, line: Loc) -> None:
         run = self._run(key, line)
+        self._cur = None  # on_compaction emits no events; nothing to attribute
         report = run.report
         report.compactions += 1
         if len(report.compaction_marks) < MAX_COMPACTION_MARKS:
@@ -495,20 +504,25 @@ class Replayer:
         index = report.calls = report.calls + 1
         tools = report.tools
         tools[tool] = tools.get(tool, 0) + 1
-        timeline = report.timeline
-        if timeline is not None and index <= self._timeline_limit:
-            ids = report.timeline_tools
-            tool_id = ids.get(tool)
-            if tool_id is None:
-                tool_id = ids[tool] = len(ids)
-            timeline.append((tool_id << 8) | (AFTER_STOP if run.stopped else 0))
+        if report.timeline is not None:
+            self._timeline_cell(run, index, tool)
         return index
+
+    def _timeline_cell(self, run: _Run, index: int, tool: str) -> None:
+        report = run.report
+        timeline = report.timeline
+        if timeline is None or index > self._timeline_limit:
+            return
+        ids = report.timeline_tools
+        tool_id = ids.get(tool)
+        if tool_id is None:
+            tool_id = ids[tool] = len(ids)
+        timeline.append((tool_id << 8) | (AFTER_STOP if run.stopped else 0))
 
     def call(self, key: str, call_id: str | None, tool: str, params: Any, line: Loc) -> None:
         """A call with raw params: hashed by the guard itself (``before_call``)."""
-        run = self._runs.get(key) or self._run(key, line)
+        run = self._run(key, line)
         index = self._count_call(run, tool)
-        self.calls += 1
         if run.stopped:
             return
         if call_id is None:
@@ -524,8 +538,6 @@ class Replayer:
             run.guard.before_call(tool, params, call_id)
         except LoopAbort:
             run.stopped = True
-        finally:
-            self._cur = None
 
     def call_hashed(
         self,
@@ -536,10 +548,16 @@ class Replayer:
         line: Loc,
         params: Any = None,
     ) -> None:
-        """A call known by its args hash (``before_call_hashed``)."""
-        run = self._runs.get(key) or self._run(key, line)
-        index = self._count_call(run, tool)
-        self.calls += 1
+        """A call known by its args hash (``before_call_hashed``). The replay hot path."""
+        run = self._last_run if key is self._last_key else None
+        if run is None:
+            run = self._run(key, line)
+        report = run.report
+        index = report.calls = report.calls + 1
+        tools = report.tools
+        tools[tool] = tools.get(tool, 0) + 1
+        if report.timeline is not None:
+            self._timeline_cell(run, index, tool)
         if run.stopped:
             return
         if call_id is None:
@@ -555,15 +573,13 @@ class Replayer:
                 poll = self._poll_tools[tool] = is_known_poll(tool, None, self.guard.profiles)
         else:
             poll = is_known_poll(tool, params, self.guard.profiles)
-        self._cur = run.report
+        self._cur = report
         self._cur_call = index
         self._cur_line = line
         try:
             run.guard.before_call_hashed(tool, args_hash, call_id=call_id, poll=poll)
         except LoopAbort:
             run.stopped = True
-        finally:
-            self._cur = None
 
     def outcome(
         self,
@@ -575,7 +591,7 @@ class Replayer:
         error: Any = MISSING,
     ) -> None:
         """A call's result or error; ``after_call`` with the params its call had."""
-        run = self._runs.get(key)
+        run = self._last_run if key is self._last_key else self._runs.get(key)
         if run is None or run.stopped:
             return
         entry = run.pending.pop(call_id, None) if call_id is not None else None
@@ -591,8 +607,6 @@ class Replayer:
             run.guard.after_call(tool, params, call_id, result=result, error=error)
         except LoopAbort:
             run.stopped = True
-        finally:
-            self._cur = None
         timeline = report.timeline
         if timeline is not None and index <= len(timeline):
             # Only for the picture: the same functions the guard hashes with.
@@ -611,12 +625,11 @@ class Replayer:
         args_hash: str,
         outcome_hash: str | None,
         line: Loc,
-        *,
         is_error: bool = False,
         unknown_tool: str | None = None,
     ) -> None:
         """An outcome known by its hash (``after_call_hashed``)."""
-        run = self._runs.get(key)
+        run = self._last_run if key is self._last_key else self._runs.get(key)
         if run is None or run.stopped:
             return
         entry = run.pending.pop(call_id, None) if call_id is not None else None
@@ -639,8 +652,6 @@ class Replayer:
             )
         except LoopAbort:
             run.stopped = True
-        finally:
-            self._cur = None
         timeline = report.timeline
         if timeline is not None and index <= len(timeline):
             self._mark_outcome(run, timeline, index, args_hash, outcome_hash)
