@@ -49,18 +49,21 @@ def socket_path(env: Mapping[str, str]) -> str:
 
 def _forward(argv: list[str], payload: bytes) -> tuple[int, bytes, bytes] | None:
     """The helper's answer, or None if no helper took the event (then handle it here)."""
+    env = os.environ
+    path = socket_path(env)
+    try:
+        st = os.stat(path.rpartition("/")[0])
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None  # never talk to a socket in a directory others control
     try:
         import _socket
 
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     except (ImportError, AttributeError, OSError):
         return None
-    env = os.environ
-    path = socket_path(env)
     try:
-        st = os.stat(path.rpartition("/")[0])
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            return None  # never talk to a socket in a directory others control
         sock.settimeout(2.0)
         sock.connect(path)
     except OSError:
@@ -101,6 +104,7 @@ def main(argv: list[str]) -> int:
         and argv[0] in AGENTS
         and not {"--no-daemon", "-h", "--help"}.intersection(argv)
         and os.environ.get("LOOPWARDEN_HOOK_DAEMON", "1").lower() not in ("0", "off", "no", "false")
+        and hasattr(os, "getuid")  # Unix only; elsewhere every event is handled in process
     ):
         try:
             payload = sys.stdin.buffer.read()

@@ -235,6 +235,8 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS) -> int:
 
 def _control(env: Mapping[str, str], command: str) -> int | None:
     """Send a control command; the helper's pid, or None when none answers."""
+    if not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):
+        return None  # no helper on this platform
     path = socket_path(env)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -45,11 +45,13 @@ __all__ = [
     "HookOptions",
     "Reply",
     "UsageError",
+    "agent_id_for",
     "config_path",
     "handle",
     "log_path",
     "parse_args",
     "run_cli",
+    "session_key",
     "store_url",
     "write_log",
 ]
@@ -222,6 +224,9 @@ class _Capture(logging.Handler):
             try:
                 is_event = hasattr(record, "loopwarden_event")
                 lines.append((record.levelno, self.format(record), is_event))
+                if record.exc_info and record.exc_info[1] is not None and not is_event:
+                    # For stderr: the cause in one line (the log file has the traceback).
+                    self.local.causes[len(lines) - 1] = str(record.exc_info[1])
             except Exception:
                 self.handleError(record)
 
@@ -239,6 +244,7 @@ def _start_capture() -> _Capture:
             if logger.level == logging.NOTSET or logger.level > logging.INFO:
                 logger.setLevel(logging.INFO)
     _capture.local.lines = []
+    _capture.local.causes = {}
     return _capture
 
 
@@ -286,12 +292,18 @@ class HookContext:
                 ident = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
             except OSError:
                 ident = (str(path),)  # load_config reports the problem
-        # The store can depend on the config file, so key on both.
-        pre_key = (ident, opts.state or env.get("LOOPWARDEN_STATE") or "", env.get("HOME"))
+        # Everything the store choice depends on besides the config file itself.
+        state = opts.state or env.get("LOOPWARDEN_STATE") or ""
+        state_key: Any = state
+        if state and "://" not in state:
+            state_key = str(_absolute(state, env, cwd))
+        elif state.startswith("sqlite://") and not state.startswith(("sqlite:///", "sqlite://~")):
+            state_key = (state, cwd)  # a relative SQLite path
+        key = (ident, state_key, str(default_state_path(env)))
         with self._lock:
-            entry = self._entries.get(pre_key)
+            entry = self._entries.get(key)
             if entry is not None:
-                self._entries.move_to_end(pre_key)
+                self._entries.move_to_end(key)
                 return entry
         config = load_config(str(path) if path is not None else dict(HOOK_DEFAULT_CONFIG))
         guard = LoopGuard(config, store=store_url(opts, env, cwd, config))
@@ -305,10 +317,11 @@ class HookContext:
                 self._sides[side_path] = side
         entry = _Entry(guard, side)
         with self._lock:
-            self._entries[pre_key] = entry
+            self._entries[key] = entry
             while len(self._entries) > self._max:
-                _, old = self._entries.popitem(last=False)
-                old.guard.close()
+                # Dropped, not closed: another thread may still be using it; its
+                # connections close when it is garbage collected.
+                self._entries.popitem(last=False)
         return entry
 
     def close(self) -> None:
@@ -329,6 +342,16 @@ def _str(value: Any) -> str | None:
 def _join(*parts: str | None) -> str | None:
     texts = [p for p in parts if p]
     return "\n\n".join(texts) if texts else None
+
+
+def agent_id_for(opts: HookOptions, env: Mapping[str, str]) -> str:
+    """The agent id for per-agent config blocks: ``--agent-id``, env, or the agent's name."""
+    return opts.agent_id or _str(env.get("LOOPWARDEN_AGENT_ID")) or opts.agent
+
+
+def session_key(agent: str, agent_id: str, session: str) -> str:
+    """Key of a session's side record (latest run, transcript offset) in the SQLite file."""
+    return f"hook\x1f{agent}\x1f{agent_id}\x1f{session}"
 
 
 def _session_step(
@@ -366,9 +389,8 @@ def _session_step(
             data["t"] = cursor.dump()
         return orjson.dumps(data), (run, found)
 
-    key = f"hook\x1f{adapter.name}\x1f{agent_id}\x1f{session}"
     try:
-        return side.transact_value(key, step)
+        return side.transact_value(session_key(adapter.name, agent_id, session), step)
     except Exception:
         logger.exception("loopwarden hook: could not read the session record; continuing")
         return explicit or session, []
@@ -409,7 +431,7 @@ def _process(
     except ConfigError as exc:
         logger.error("loopwarden hook: %s; every call is allowed until this is fixed", exc)
         return {}
-    agent_id = opts.agent_id or _str(env.get("LOOPWARDEN_AGENT_ID")) or adapter.name
+    agent_id = agent_id_for(opts, env)
     run_id, unknown = _session_step(entry.side, adapter, kind, event, session, agent_id)
     run = entry.guard.run(run_id, session_id=session, agent_id=agent_id)
     try:
@@ -484,11 +506,16 @@ def handle(
     capture.local.lines = None
     if lines:
         write_log(env, lines, context)
-        problems = [
-            text.splitlines()[0]
-            for level, text, is_event in lines
-            if level >= logging.WARNING and not is_event
-        ]
+        causes: dict[int, str] = capture.local.causes
+        problems: list[str] = []
+        for index, (level, text, is_event) in enumerate(lines):
+            if level < logging.WARNING or is_event:
+                continue
+            line = text.splitlines()[0]
+            cause = causes.get(index)
+            if cause and all(cause not in seen for seen in problems):
+                line = f"{line}: {cause}"
+            problems.append(line)
         if problems:
             reply = reply._replace(err=reply.err + "".join(f"{p}\n" for p in problems))
     return reply

@@ -1,0 +1,261 @@
+"""``loopwarden doctor``: what is installed, and does it work?
+
+For every coding agent and scope it lists loopwarden's hook entries, runs a
+synthetic ``PreToolUse``/``BeforeTool`` event through each installed command
+as a real subprocess (the way the agent would), and checks that the config
+loads and the state store can be written. Exit code 1 when something is broken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import ConfigError, LoopwardenError
+from ..hooks.agents import ADAPTERS
+from ..hooks.settings import (
+    AGENT_TITLES,
+    SCOPES,
+    SettingsError,
+    installed_hooks,
+    is_loopwarden_command,
+    read_settings,
+    settings_path,
+)
+
+__all__ = ["main"]
+
+_PRE_EVENT = {"claude-code": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.problems = 0
+
+    def ok(self, text: str) -> None:
+        print(f"  [ok] {text}")
+
+    def info(self, text: str) -> None:
+        print(f"  [--] {text}")
+
+    def bad(self, text: str) -> None:
+        self.problems += 1
+        print(f"  [!!] {text}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loopwarden doctor",
+        description=(
+            "Show which loopwarden hooks are installed for Claude Code, Codex CLI and Gemini "
+            "CLI, run a test event through each, and check the config and the state store."
+        ),
+    )
+    parser.add_argument("--agent", choices=sorted(ADAPTERS), help="check only this agent")
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="project directory (default: current directory)"
+    )
+    parser.add_argument("--config", metavar="FILE", help="as for 'loopwarden hook'")
+    parser.add_argument("--state", metavar="URL_OR_PATH", help="as for 'loopwarden hook'")
+    return parser
+
+
+def _hook_words(command: str) -> list[str]:
+    """The arguments after ``hook`` in an installed command."""
+    words = shlex.split(command)
+    for index, word in enumerate(words):
+        if word == "hook" and index > 0:
+            return words[index + 1 :]
+    return []
+
+
+def _cleanup(agent: str, words: list[str], session: str, env: Mapping[str, str]) -> None:
+    """Forget the synthetic session's state (same store the command used)."""
+    from ..hooks.runner import HookContext, agent_id_for, parse_args, session_key
+
+    ctx = HookContext()
+    try:
+        opts = parse_args(words)
+        entry = ctx.guard_for(opts, env, os.getcwd())
+        agent_id = agent_id_for(opts, env)
+        entry.guard.run(f"doctor-{session}", session_id=session, agent_id=agent_id).end()
+        entry.guard.run(session, session_id=session, agent_id=agent_id).end()
+        entry.side.delete_value(session_key(agent, agent_id, session))
+    except Exception:
+        pass  # leftovers expire with the TTL
+    finally:
+        ctx.close()
+
+
+def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str]) -> None:
+    words = shlex.split(command)
+    exe = words[0] if words else ""
+    if not (os.path.isabs(exe) and os.access(exe, os.X_OK)) and shutil.which(exe) is None:
+        report.bad(f"command not found: {exe!r} (reinstall with 'loopwarden install {agent}')")
+        return
+    session = f"loopwarden-doctor-{uuid.uuid4().hex[:12]}"
+    event: dict[str, Any] = {
+        "session_id": session,
+        "transcript_path": "",
+        "cwd": os.getcwd(),
+        "hook_event_name": _PRE_EVENT[agent],
+        "tool_name": "loopwarden_doctor",
+        "tool_input": {"check": "doctor"},
+    }
+    if agent == "claude-code":
+        event.update(prompt_id=f"doctor-{session}", tool_use_id="doctor-1")
+    elif agent == "codex":
+        event.update(turn_id=f"doctor-{session}", tool_use_id="doctor-1")
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            command,
+            shell=True,
+            input=orjson.dumps(event),
+            capture_output=True,
+            timeout=60,
+            env=dict(env),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        report.bad("the hook did not answer within 60 s")
+        return
+    finally:
+        _cleanup(agent, _hook_words(command), session, env)
+    elapsed = (time.perf_counter() - start) * 1000
+    err = done.stderr.decode(errors="replace").strip()
+    if done.returncode != 0:
+        report.bad(f"the hook exited with code {done.returncode}: {err or 'no message'}")
+        return
+    try:
+        answer = orjson.loads(done.stdout or b"{}")
+    except orjson.JSONDecodeError:
+        report.bad(f"the hook printed something that is not JSON: {done.stdout[:200]!r}")
+        return
+    if not isinstance(answer, dict):
+        report.bad(f"the hook printed JSON that is not an object: {answer!r}")
+        return
+    if answer:
+        report.bad(f"a harmless test call was not simply allowed: {answer}")
+        return
+    if err:
+        report.bad(f"the hook allowed the test call but reported: {err}")
+        return
+    report.ok(f"test {_PRE_EVENT[agent]} event allowed in {elapsed:.0f} ms")
+
+
+def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Report) -> bool:
+    found_any = False
+    for scope in SCOPES:
+        path = settings_path(agent, scope, env, project)
+        try:
+            data = read_settings(path)
+            hooks = installed_hooks(data, agent, path)
+        except SettingsError as exc:
+            report.bad(str(exc))
+            continue
+        if data is None or not hooks:
+            report.info(f"{scope}: not installed ({path})")
+            continue
+        found_any = True
+        wanted = [event for event, _ in ADAPTERS[agent].install_events]
+        report.ok(f"{scope}: installed in {path}: {', '.join(sorted(hooks))}")
+        missing = [event for event in wanted if event not in hooks]
+        if missing:
+            report.bad(
+                f"{scope}: missing events {', '.join(missing)}; run "
+                f"'loopwarden install {agent} --{scope}' again"
+            )
+        duplicated = [event for event, commands in hooks.items() if len(commands) > 1]
+        if duplicated:
+            report.bad(f"{scope}: loopwarden runs twice for {', '.join(duplicated)}")
+        commands = sorted({c for cs in hooks.values() for c in cs if is_loopwarden_command(c)})
+        for command in commands:
+            report.info(f"command: {command}")
+            _run_hook(agent, command, report, env)
+    return found_any
+
+
+def _check_store(args: argparse.Namespace, env: Mapping[str, str], report: _Report) -> None:
+    from ..hooks.runner import HookContext, HookOptions, config_path, log_path
+
+    opts = HookOptions("doctor", args.config, args.state, None, True, False)
+    cwd = os.getcwd()
+    path = config_path(opts, env, cwd)
+    ctx = HookContext()
+    try:
+        try:
+            entry = ctx.guard_for(opts, env, cwd)
+        except ConfigError as exc:
+            report.bad(f"config: {exc}")
+            return
+        if path is None:
+            report.ok("config: none found; the hook uses the defaults with detection on")
+        else:
+            report.ok(f"config: {path}")
+        store = entry.guard.store
+        report.info(f"state store: {getattr(store, 'url', store)!r}")
+        config = entry.guard.config_for("doctor")
+        key = f"doctor\x1f{uuid.uuid4().hex}"
+        try:
+            store.transact(key, config, lambda st: st.window.capacity)
+            store.delete(key)
+            check = getattr(store, "check", None)
+            if callable(check):
+                check()
+        except LoopwardenError as exc:
+            report.bad(f"state store: {exc}")
+        except Exception as exc:
+            report.bad(f"state store: {type(exc).__name__}: {exc}")
+        else:
+            report.ok("state store: writable and consistent")
+        report.info(f"hook log: {log_path(env)}")
+    finally:
+        ctx.close()
+
+
+def _check_helper(env: Mapping[str, str], report: _Report) -> None:
+    from ..cli.hook import socket_path
+    from ..hooks.daemon import ping
+
+    pid = ping(env)
+    if pid is None:
+        report.info("hook helper: not running (the next hook call starts it)")
+    else:
+        report.ok(f"hook helper: running, pid {pid}, socket {socket_path(env)}")
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    env = dict(os.environ)
+    project = (args.dir or Path.cwd()).resolve()
+    report = _Report()
+    print("loopwarden doctor")
+    print("configuration and state:")
+    _check_store(args, env, report)
+    installed = False
+    for agent in sorted(ADAPTERS) if args.agent is None else [args.agent]:
+        print(f"{AGENT_TITLES[agent]}:")
+        installed = _check_agent(agent, project, env, report) or installed
+    print("helper:")
+    _check_helper(env, report)
+    if report.problems:
+        print(f"{report.problems} problem(s) found.")
+        return 1
+    if not installed:
+        print("No loopwarden hooks installed; add them with 'loopwarden install AGENT'.")
+    else:
+        print("Everything works.")
+    sys.stdout.flush()
+    return 0

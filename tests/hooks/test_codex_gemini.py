@@ -1,0 +1,128 @@
+"""``loopwarden hook codex`` and ``loopwarden hook gemini`` with their event shapes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.hooks import payloads as p
+from tests.hooks.conftest import Hook
+
+pytestmark = pytest.mark.usefixtures("small_config")
+
+
+class TestCodex:
+    def test_chunk_headers_do_not_hide_a_loop(self, hook_env: dict[str, str]) -> None:
+        """Codex wraps shell output in a header whose chunk id and wall time always change."""
+        hook = Hook(hook_env, "codex")
+        answers = []
+        for n, (chunk, wall) in enumerate(
+            [("b6f16f", "0.0000"), ("0a93c1", "0.0012"), ("f00d42", "0.0031")], start=1
+        ):
+            answers.append(hook(p.codex_pre(n)).json)
+            answers.append(hook(p.codex_post(n, chunk, wall)).json)
+        assert answers[:5] == [{}, {}, {}, {}, {}]
+        assert "WARNING" in answers[5]["hookSpecificOutput"]["additionalContext"]
+        denied = hook(p.codex_pre(4)).json["hookSpecificOutput"]
+        assert denied["permissionDecision"] == "deny"
+        assert "blocked" in denied["permissionDecisionReason"]
+        stop = hook(p.codex_pre(5)).json
+        assert stop["continue"] is False and "circuit breaker" in stop["stopReason"]
+        records = list(hook.state("019a-codex-sess", "turn-1").window)
+        assert len({r.result_hash for r in records}) == 1
+
+    def test_each_turn_is_a_run(self, hook_env: dict[str, str]) -> None:
+        hook = Hook(hook_env, "codex")
+        for n in range(1, 4):
+            hook(p.codex_pre(n))
+            hook(p.codex_post(n, f"c{n}", "0.001"))
+        assert hook(p.codex_pre(4)).json["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert hook(p.codex_pre(5, turn="turn-2")).json == {}
+
+    @pytest.mark.parametrize("event", ["PreCompact", "PostCompact"])
+    def test_compaction_events_arm(self, hook_env: dict[str, str], event: str) -> None:
+        hook = Hook(hook_env, "codex")
+        hook(p.codex_pre(1))
+        assert hook(p.codex_compact(event)).json == {}
+        assert hook.state("019a-codex-sess", "turn-1").guard.remaining_attempts == 3
+
+    def test_unsupported_calls_in_the_rollout(
+        self, hook_env: dict[str, str], tmp_path: Path
+    ) -> None:
+        rollout = tmp_path / "rollout-2026-11-29T18-00-00-019a.jsonl"
+        lines = [{"timestamp": "t", "type": "session_meta", "payload": {"id": "019a"}}]
+        for n in range(3):
+            args = orjson.dumps({"x": n}).decode()
+            lines.append(
+                {
+                    "type": "response_item",
+                    "payload": {
+                        "type": "function_call",
+                        "call_id": f"call_{90 + n}",
+                        "name": "no_such_tool",
+                        "arguments": args,
+                    },
+                }
+            )
+            lines.append(
+                {
+                    "type": "response_item",
+                    "payload": {
+                        "type": "function_call_output",
+                        "call_id": f"call_{90 + n}",
+                        "output": "unsupported call: no_such_tool",
+                    },
+                }
+            )
+        rollout.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+        hook = Hook(hook_env, "codex")
+        answer = hook(p.codex_pre(1, transcript=str(rollout))).json
+        assert "no_such_tool" in answer["hookSpecificOutput"]["additionalContext"]
+        assert "permissionDecision" not in answer["hookSpecificOutput"]
+        records = list(hook.state("019a-codex-sess", "turn-1").window)
+        assert [r.tool_name for r in records] == ["no_such_tool"] * 3 + ["Bash"]
+        assert records[0].unknown_tool_name == "no_such_tool"
+
+
+class TestGemini:
+    def test_warn_deny_stop(self, hook_env: dict[str, str]) -> None:
+        hook = Hook(hook_env, "gemini")
+        assert hook(p.gemini_event("BeforeAgent", prompt="list files")).json == {}
+        answers = []
+        for _ in range(3):
+            answers.append(hook(p.gemini_before()).json)
+            answers.append(hook(p.gemini_after()).json)
+        assert answers[:5] == [{}, {}, {}, {}, {}]
+        warn = answers[5]["hookSpecificOutput"]
+        assert warn["hookEventName"] == "AfterTool" and "WARNING" in warn["additionalContext"]
+        deny = hook(p.gemini_before()).json
+        assert deny["decision"] == "deny" and "blocked" in deny["reason"]
+        assert "continue" not in deny
+        stop = hook(p.gemini_before()).json
+        assert stop["decision"] == "deny"
+        assert stop["continue"] is False and "circuit breaker" in stop["stopReason"]
+
+    def test_before_agent_starts_a_new_run(self, hook_env: dict[str, str]) -> None:
+        hook = Hook(hook_env, "gemini")
+        hook(p.gemini_event("BeforeAgent", prompt="first", timestamp="2026-11-29T18:00:00Z"))
+        for _ in range(3):
+            hook(p.gemini_before())
+            hook(p.gemini_after())
+        assert hook(p.gemini_before()).json["decision"] == "deny"
+        hook(p.gemini_event("BeforeAgent", prompt="again", timestamp="2026-11-29T18:05:00Z"))
+        assert hook(p.gemini_before()).json == {}
+        first = hook.state("gem-sess-1", "gem-sess-1@2026-11-29T18:00:00Z")
+        second = hook.state("gem-sess-1", "gem-sess-1@2026-11-29T18:05:00Z")
+        assert len(first.window) == 4 and len(second.window) == 1  # 3 calls + 1 veto
+
+    def test_tool_errors_and_compression(self, hook_env: dict[str, str]) -> None:
+        hook = Hook(hook_env, "gemini")
+        hook(p.gemini_before("cat nope"))
+        error = {"message": "cat: nope: No such file or directory", "type": "EXECUTION_FAILED"}
+        assert hook(p.gemini_after("cat nope", "", error=error)).json == {}
+        assert hook(p.gemini_event("PreCompress", trigger="auto")).json == {}
+        state = hook.state("gem-sess-1", "gem-sess-1")
+        assert state.window.last.result_hash.startswith("error:")
+        assert state.guard.remaining_attempts == 3

@@ -1,0 +1,99 @@
+"""``loopwarden doctor``: reports what is installed and proves it works, or says what is broken."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from loopwarden.stores.sqlite import SQLiteStore
+from tests.hooks.conftest import LOOPWARDEN
+from tests.hooks.test_install import install, user_file
+
+
+def doctor(
+    env: dict[str, str], *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LOOPWARDEN), "doctor", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_nothing_installed(hook_env: dict[str, str], tmp_path: Path) -> None:
+    done = doctor(hook_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.count("not installed") == 6  # three agents, two scopes
+    assert "[ok] state store: writable and consistent" in done.stdout
+    assert "No loopwarden hooks installed" in done.stdout
+
+
+def test_installed_hooks_are_run(hook_env: dict[str, str], tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    assert install(hook_env, "claude-code").returncode == 0
+    assert install(hook_env, "gemini", "--project", cwd=project).returncode == 0
+    done = doctor(hook_env, cwd=project)
+    assert done.returncode == 0, done.stdout
+    out = done.stdout
+    assert "[ok] user: installed in" in out and "settings.json: PostToolUse" in out
+    assert "[ok] test PreToolUse event allowed" in out
+    assert "[ok] test BeforeTool event allowed" in out
+    assert "Everything works." in out
+    # The synthetic sessions leave nothing behind in the user's state.
+    db = Path(hook_env["HOME"]) / ".local" / "share" / "loopwarden" / "state.db"
+    store = SQLiteStore(db)
+    assert store.keys() == []
+    store.close()
+
+
+def test_missing_executable(hook_env: dict[str, str]) -> None:
+    install(hook_env, "codex")
+    path = user_file(hook_env, "codex")
+    data = json.loads(path.read_text())
+    for groups in data["hooks"].values():
+        groups[0]["hooks"][0]["command"] = "/gone/venv/bin/loopwarden hook codex"
+    path.write_text(json.dumps(data))
+    done = doctor(hook_env, "--agent", "codex")
+    assert done.returncode == 1
+    assert "command not found: '/gone/venv/bin/loopwarden'" in done.stdout
+
+
+def test_hook_that_misbehaves(hook_env: dict[str, str], tmp_path: Path) -> None:
+    fake = tmp_path / "bin" / "loopwarden"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'hello from a broken hook'\n")
+    fake.chmod(0o755)
+    path = user_file(hook_env, "claude-code")
+    path.parent.mkdir()
+    handler = {"type": "command", "command": f"{fake} hook claude-code"}
+    path.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "", "hooks": [handler]}]}}))
+    done = doctor(hook_env, "--agent", "claude-code")
+    assert done.returncode == 1
+    assert "not JSON" in done.stdout
+    assert "missing events PostToolUse" in done.stdout
+
+
+def test_broken_state_store(hook_env: dict[str, str], tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    db.write_bytes(b"not sqlite at all " * 100)
+    install(hook_env, "claude-code")
+    done = doctor({**hook_env, "LOOPWARDEN_STATE": str(db)}, "--agent", "claude-code")
+    assert done.returncode == 1
+    assert f"[!!] state store: loopwarden state database {db}" in done.stdout
+    # The hook itself still answers (fail open) but reports the problem.
+    assert "the hook allowed the test call but reported" in done.stdout
+
+
+def test_unsettled_settings_file(hook_env: dict[str, str]) -> None:
+    path = user_file(hook_env, "gemini")
+    path.parent.mkdir()
+    path.write_text("{ broken")
+    done = doctor(hook_env, "--agent", "gemini")
+    assert done.returncode == 1
+    assert "not valid JSON" in done.stdout

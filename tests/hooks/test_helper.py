@@ -1,0 +1,101 @@
+"""The hook helper process: started on demand, stoppable, exits when idle, replaceable."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from loopwarden.cli import hook as client
+from loopwarden.cli.hook import socket_path
+from loopwarden.hooks.daemon import ping
+from tests.hooks import payloads as p
+from tests.hooks.conftest import LOOPWARDEN, Hook, helper_ready, stop_helper
+
+
+@pytest.fixture(name="own_env")
+def fixture_own_env(hook_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """A private runtime directory: these tests start and stop their own helper."""
+    runtime = tmp_path / "run"
+    env = {**hook_env, "LOOPWARDEN_RUNTIME_DIR": str(runtime)}
+    yield env
+    stop_helper(env)
+
+
+def wait_gone(path: str, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not os.path.exists(path):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_started_on_demand_and_stopped(own_env: dict[str, str]) -> None:
+    hook = Hook(own_env, "claude-code")
+    assert ping(own_env) is None
+    assert hook(p.claude_pre(1)).json == {}  # handled in process; helper started
+    assert helper_ready(own_env)
+    runtime = Path(own_env["LOOPWARDEN_RUNTIME_DIR"])
+    assert runtime.stat().st_mode & 0o777 == 0o700
+    pid = ping(own_env)
+    assert hook(p.claude_pre(2)).json == {}
+    assert ping(own_env) == pid  # the same helper answered
+    done = subprocess.run(
+        [str(LOOPWARDEN), "hook", "--stop-daemon"], env=own_env, capture_output=True, check=True
+    )
+    assert b"stopped" in done.stdout
+    assert wait_gone(socket_path(own_env))
+    assert ping(own_env) is None
+
+
+def test_exits_when_idle(own_env: dict[str, str]) -> None:
+    env = {**own_env, "LOOPWARDEN_HOOK_IDLE": "1"}
+    Hook(env, "gemini")(p.gemini_before())
+    assert helper_ready(env)
+    assert wait_gone(socket_path(env))
+
+
+def test_disabled_by_environment(own_env: dict[str, str]) -> None:
+    env = {**own_env, "LOOPWARDEN_HOOK_DAEMON": "0"}
+    assert Hook(env, "codex")(p.codex_pre(1)).json == {}
+    time.sleep(1.0)
+    assert ping(env) is None and not os.path.exists(socket_path(env))
+
+
+def test_stale_socket_is_replaced(own_env: dict[str, str]) -> None:
+    """A helper killed without cleanup leaves its socket behind; nothing breaks."""
+    path = socket_path(own_env)
+    os.makedirs(os.path.dirname(path), mode=0o700)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(path)
+    dead.close()  # the file stays, nobody listens
+    hook = Hook(own_env, "claude-code")
+    assert hook(p.claude_pre(1)).json == {}
+    assert helper_ready(own_env)
+    assert hook(p.claude_pre(2)).json == {}
+
+
+def test_foreign_runtime_directory_is_not_used(
+    own_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A socket in a directory others can write to could be anyone's: never talk to it."""
+    hook = Hook(own_env, "claude-code")
+    hook(p.claude_pre(1))
+    assert helper_ready(own_env)
+    for key, value in own_env.items():
+        monkeypatch.setenv(key, value)
+    payload = orjson.dumps(p.claude_pre(2))
+    answer = client._forward(["claude-code"], payload)
+    assert answer is not None and answer[:2] == (0, b"{}")  # private directory: used
+    runtime = Path(own_env["LOOPWARDEN_RUNTIME_DIR"])
+    runtime.chmod(0o777)
+    try:
+        assert client._forward(["claude-code"], payload) is None  # handled in process instead
+    finally:
+        runtime.chmod(0o700)

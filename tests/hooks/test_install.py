@@ -1,0 +1,209 @@
+"""``loopwarden install``: merge, idempotence, backups, exact uninstall, clear errors."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwarden.hooks.agents import ADAPTERS
+from tests.hooks.conftest import LOOPWARDEN
+
+EXISTING = {
+    "model": "claude-sonnet-4-5",
+    "permissions": {"allow": ["Bash(ls:*)"]},
+    "hooks": {
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "~/bin/audit.sh"}]}
+        ],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+    },
+}
+
+
+def install(
+    env: dict[str, str], *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LOOPWARDEN), "install", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def user_file(env: dict[str, str], agent: str) -> Path:
+    home = Path(env["HOME"])
+    return {
+        "claude-code": home / ".claude" / "settings.json",
+        "codex": home / ".codex" / "hooks.json",
+        "gemini": home / ".gemini" / "settings.json",
+    }[agent]
+
+
+def backups(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(f"{path.name}.loopwarden-backup-*"))
+
+
+def ours(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Event -> loopwarden groups in a settings object."""
+    return {
+        event: [g for g in groups if any("loopwarden" in h["command"] for h in g["hooks"])]
+        for event, groups in data.get("hooks", {}).items()
+    }
+
+
+@pytest.mark.parametrize("agent", sorted(ADAPTERS))
+def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) -> None:
+    done = install(hook_env, agent)
+    assert done.returncode == 0, done.stderr
+    path = user_file(hook_env, agent)
+    data = json.loads(path.read_text())
+    events = [event for event, _ in ADAPTERS[agent].install_events]
+    assert list(data["hooks"]) == events
+    for event, matcher in ADAPTERS[agent].install_events:
+        [group] = data["hooks"][event]
+        assert group.get("matcher") == matcher
+        [handler] = group["hooks"]
+        assert handler["type"] == "command"
+        words = shlex.split(handler["command"])
+        assert words == [str(LOOPWARDEN), "hook", agent]
+        assert handler["timeout"] == (30000 if agent == "gemini" else 30)
+    assert backups(path) == []  # nothing to back up
+    assert "check it with: loopwarden doctor" in done.stdout
+    if agent == "codex":
+        assert "/hooks" in done.stdout  # the trust gate
+
+
+def test_merge_idempotence_and_exact_uninstall(hook_env: dict[str, str]) -> None:
+    path = user_file(hook_env, "claude-code")
+    path.parent.mkdir()
+    original = json.dumps(EXISTING, indent=4)
+    path.write_text(original)
+
+    first = install(hook_env, "claude-code")
+    assert first.returncode == 0, first.stderr
+    data = json.loads(path.read_text())
+    assert data["model"] == EXISTING["model"] and data["permissions"] == EXISTING["permissions"]
+    assert data["hooks"]["PreToolUse"][0] == EXISTING["hooks"]["PreToolUse"][0]  # kept, first
+    assert data["hooks"]["Stop"] == EXISTING["hooks"]["Stop"]
+    assert len(ours(data)["PreToolUse"]) == 1
+    [backup] = backups(path)
+    assert backup.read_text() == original
+    assert str(backup) in first.stdout
+
+    installed = path.read_bytes()
+    second = install(hook_env, "claude-code")
+    assert second.returncode == 0
+    assert "already installed" in second.stdout
+    assert path.read_bytes() == installed and len(backups(path)) == 1
+
+    removed = install(hook_env, "claude-code", "--uninstall")
+    assert removed.returncode == 0, removed.stderr
+    assert json.loads(path.read_text()) == EXISTING
+    assert len(backups(path)) == 2
+    again = install(hook_env, "claude-code", "--uninstall")
+    assert "not installed" in again.stdout
+
+
+def test_uninstall_of_a_fresh_install_leaves_an_empty_object(hook_env: dict[str, str]) -> None:
+    install(hook_env, "gemini")
+    install(hook_env, "gemini", "--uninstall")
+    assert json.loads(user_file(hook_env, "gemini").read_text()) == {}
+
+
+def test_reinstall_replaces_an_old_command(hook_env: dict[str, str]) -> None:
+    path = user_file(hook_env, "codex")
+    path.parent.mkdir()
+    old = "/old/venv/bin/loopwarden hook codex"
+    path.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {"matcher": "", "hooks": [{"type": "command", "command": old}]},
+                        {"matcher": "", "hooks": [{"type": "command", "command": "x.sh"}]},
+                    ],
+                    "SessionStart": [{"hooks": [{"type": "command", "command": old}]}],
+                }
+            }
+        )
+    )
+    assert install(hook_env, "codex").returncode == 0
+    data = json.loads(path.read_text())
+    commands = [h["command"] for g in data["hooks"]["PreToolUse"] for h in g["hooks"]]
+    assert commands == ["x.sh", f"{LOOPWARDEN} hook codex"]
+    assert "SessionStart" not in data["hooks"]  # not installed for Codex any more
+
+
+def test_project_scope_and_options(hook_env: dict[str, str], tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    config = project / "lw.json5"
+    done = install(
+        hook_env,
+        "claude-code",
+        "--project",
+        "--config",
+        "lw.json5",
+        "--state",
+        "state/lw.db",
+        cwd=project,
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads((project / ".claude" / "settings.json").read_text())
+    command = data["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    assert shlex.split(command)[3:] == [
+        "--config",
+        str(config),
+        "--state",
+        str(project / "state" / "lw.db"),
+    ]
+    assert not user_file(hook_env, "claude-code").exists()
+
+
+def test_dry_run_writes_nothing(hook_env: dict[str, str]) -> None:
+    done = install(hook_env, "gemini", "--dry-run")
+    assert done.returncode == 0
+    assert "BeforeTool" in json.loads(done.stdout)["hooks"]
+    assert not user_file(hook_env, "gemini").exists()
+
+
+def test_codex_home(hook_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**hook_env, "CODEX_HOME": str(tmp_path / "codex-home")}
+    assert install(env, "codex").returncode == 0
+    assert (tmp_path / "codex-home" / "hooks.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"hooks": {"PreToolUse": [}', "not valid JSON"),
+        ('{\n  // my settings\n  "theme": "dark",\n}', "comments"),
+        ('["not", "an", "object"]', "expected a JSON object"),
+        ('{"hooks": []}', "'hooks' should be an object"),
+        ('{"hooks": {"BeforeTool": {}}}', "hooks.BeforeTool should be a list"),
+    ],
+)
+def test_bad_settings_are_left_alone(hook_env: dict[str, str], content: str, message: str) -> None:
+    path = user_file(hook_env, "gemini")
+    path.parent.mkdir()
+    path.write_text(content)
+    done = install(hook_env, "gemini")
+    assert done.returncode == 1
+    assert message in done.stderr and str(path) in done.stderr
+    assert path.read_text() == content and backups(path) == []
+
+
+def test_json_error_names_the_line(hook_env: dict[str, str]) -> None:
+    path = user_file(hook_env, "claude-code")
+    path.parent.mkdir()
+    path.write_text('{\n  "model": "x",\n  "hooks": {,\n}\n')
+    done = install(hook_env, "claude-code")
+    assert f"{path}:3:" in done.stderr
