@@ -13,10 +13,11 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.client import Client
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types import ToolListChangedNotification
 
 import loopwarden as lw
 from loopwarden.integrations.mcp import GuardedProxy, LoopGuardMiddleware, Upstream, UpstreamError
@@ -65,6 +66,45 @@ async def test_tools_added_upstream_are_announced_and_not_unknown():
         for _ in range(3):  # more than unknownToolThreshold: it is a registered tool now
             result = await client.call_tool("late_tool", {})
             assert not result.is_error and texts(result)[0] == "late tool ran"
+
+
+async def test_handshake_era_clients_get_list_changed_notifications():
+    seen: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        seen.append(message)
+
+    async with (
+        GuardedProxy([Upstream(build())], SMALL) as proxy,
+        Client(proxy.server, mode="legacy", message_handler=on_message) as client,
+    ):
+        await client.list_tools()  # the proxy learns where to send notifications
+        await client.call_tool("add_tool", {})
+        with anyio.fail_after(10):
+            while not any(isinstance(m, ToolListChangedNotification) for m in seen):
+                await anyio.sleep(0.01)
+        assert "late_tool" in {tool.name for tool in (await client.list_tools()).tools}
+
+
+async def test_upstream_progress_reaches_the_client():
+    server = MCPServer("progress")
+
+    @server.tool()
+    async def build_job(ctx: Context) -> str:
+        """Report progress twice, then finish."""
+        await ctx.report_progress(1, 2, "compiling")
+        await ctx.report_progress(2, 2, "linking")
+        return "built"
+
+    reports: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append((progress, total, message))
+
+    async with GuardedProxy([server], SMALL) as proxy, Client(proxy.server) as client:
+        result = await client.call_tool("build_job", {}, progress_callback=on_progress)
+    assert texts(result) == ["built"]
+    assert reports == [(1, 2, "compiling"), (2, 2, "linking")]
 
 
 async def test_handshake_era_upstream_over_stdio():

@@ -686,7 +686,7 @@ class GuardedProxy:
             return stop or _error_result(text)
         try:
             result = await route.link.client.call_tool(
-                route.name, arguments, progress_callback=_progress_relay(ctx, params)
+                route.name, arguments, progress_callback=_progress_relay(ctx)
             )
         except MCPError as exc:
             note, stop = await guarding.after(
@@ -700,6 +700,9 @@ class GuardedProxy:
             logger.error("loopwarden mcp-proxy: %s", text)
             note, stop = await guarding.after(run, session, name, guard_args, call_id, error=text)
             return stop or _error_result(append_note(text, note))
+        except BaseException:  # cancelled by the client: no outcome, but the call is over
+            guarding.runs.leave(session, call_id)
+            raise
         note, stop = await guarding.after(
             run, session, name, guard_args, call_id, result=_outcome_view(result)
         )
@@ -965,13 +968,8 @@ async def _all_pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[An
     return items
 
 
-def _progress_relay(
-    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-) -> Any:
-    """Relay upstream progress to the client when it asked for progress."""
-    meta = params.meta
-    if not meta or meta.get("progress_token") is None:
-        return None
+def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Any:
+    """Relay upstream progress to the client (a no-op for a client that did not ask for it)."""
 
     async def relay(progress: float, total: float | None, message: str | None) -> None:
         with _quietly():

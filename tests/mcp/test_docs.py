@@ -1,0 +1,107 @@
+"""docs/mcp.md stays true: its examples run, its configs parse, its claims hold."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.client import Client
+from mcp.server.mcpserver import MCPServer
+
+import loopwarden as lw
+from loopwarden.cli.mcp_proxy import _parser
+from loopwarden.integrations.mcp import GuardedProxy
+from tests._snippets import snippet
+
+from .conftest import BLOCKED, STOPPED, texts
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_python_proxy_example_prints_what_the_docs_show():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(snippet("mcp-python-proxy"), {"__name__": "docs_example"})
+    assert out.getvalue().strip() == snippet("mcp-python-proxy-output").strip()
+
+
+async def test_middleware_example_guards_the_server():
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    exec(snippet("mcp-middleware"), namespace)
+    async with Client(namespace["server"]) as client:
+        results = [await client.call_tool("poll_status", {"job": "42"}) for _ in range(31)]
+        assert texts(results[0]) == ["job 42: pending"]
+        assert texts(results[20])[0].startswith(BLOCKED)
+        assert STOPPED in texts(results[30])[0]
+    exec(snippet("mcp-middleware"), namespace)  # a fresh server, guard and run
+    async with Client(namespace["server"]) as client:
+        misses = [await client.call_tool("poll_statuss", {"job": "1"}) for _ in range(11)]
+    assert "there is no tool named 'poll_statuss'" in texts(misses[10])[0]
+
+
+async def test_what_the_model_sees_is_what_the_proxy_answers():
+    jobs = MCPServer("jobs")
+
+    @jobs.tool()
+    def poll_status(job: str) -> str:
+        return f"job {job}: pending"
+
+    documented = json.loads(snippet("mcp-what-the-model-sees"))
+    seen = {}
+    config = {"tools": {"loopDetection": {"enabled": True}}}
+    async with GuardedProxy([jobs], config) as proxy, Client(proxy.server) as client:
+        for n in range(1, 32):
+            result = await client.call_tool("poll_status", {"job": "42"})
+            if str(n) in documented:
+                seen[str(n)] = result.model_dump(
+                    mode="json", by_alias=True, include={"content", "is_error"}, exclude_none=True
+                )
+    assert seen == documented
+
+
+@pytest.mark.parametrize("name", ["mcp-claude-desktop", "mcp-claude-code", "mcp-cursor"])
+def test_client_configs_are_valid_proxy_invocations(name: str):
+    servers = json.loads(snippet(name))["mcpServers"]
+    assert servers
+    for entry in servers.values():
+        assert Path(entry["command"]).name == "loopwarden"
+        args = entry["args"]
+        assert args[0] == "mcp-proxy"
+        options = args[1 : args.index("--")] if "--" in args else args[1:]
+        parsed = _parser().parse_args(options)  # exits (fails the test) on an unknown option
+        assert parsed.upstream or "--" in args
+
+
+def test_documented_commands_use_real_options():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text("utf-8")
+    commands = [
+        line
+        for line in text.splitlines()
+        if line.startswith("loopwarden mcp-proxy ") and "[" not in line  # not a synopsis
+    ]
+    assert len(commands) >= 2
+    for line in commands:
+        args = shlex.split(line)[2:]
+        _parser().parse_args(args[: args.index("--")] if "--" in args else args)
+    documented = {
+        part.strip().strip("`").split()[0]
+        for row in text.split("### Options", 1)[1].split("###", 1)[0].splitlines()
+        if row.startswith("| `--")
+        for part in row.split("|")[1].split(",")
+    }
+    options = {opt for action in _parser()._actions for opt in action.option_strings}
+    assert documented - {"--"} <= options
+    assert options - documented - {"-h", "--help"} == set(), "options missing from the table"
+
+
+def test_config_example_loads(tmp_path: Path):
+    path = tmp_path / ".loopwarden.json5"
+    path.write_text(snippet("mcp-config"), encoding="utf-8")
+    cfg = lw.load_config(str(path)).for_agent(None)
+    assert (cfg.warning_threshold, cfg.critical_threshold) == (5, 10)
+    assert cfg.global_circuit_breaker_threshold == 15
