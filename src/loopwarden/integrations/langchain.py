@@ -22,8 +22,8 @@ What the middleware does, all through the runtime guard (:mod:`loopwarden.guard`
   one) and keeps it in private graph state, so a run resumed after an
   interrupt keeps its counts while the next invocation on the same thread
   starts afresh. The thread id is the session id.
-* ``wrap_model_call``: a new ``SummarizationMiddleware`` summary at the head
-  of the history arms the post-compaction guard.
+* A new ``SummarizationMiddleware`` summary at the head of the history arms
+  the post-compaction guard (checked at the next tool call).
 * ``after_agent``: forgets the finished run's state.
 """
 
@@ -48,12 +48,9 @@ require("langgraph", "langchain")
 from langchain.agents.middleware import (  # noqa: E402 - after the extra check on purpose
     AgentMiddleware,
     AgentState,
-    ExtendedModelResponse,
-    ModelRequest,
-    ModelResponse,
 )
 from langchain.agents.middleware.types import PrivateStateAttr  # noqa: E402
-from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
+from langchain_core.messages import ToolMessage  # noqa: E402
 from langgraph.config import get_config  # noqa: E402
 from langgraph.errors import GraphBubbleUp  # noqa: E402
 from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
@@ -109,40 +106,53 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         super().__init__()
         self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id
-        self._runs: dict[tuple[str, str | None], RunGuard] = {}
+        self._runs: dict[tuple[str, str | None], _Run] = {}
         self._lock = threading.Lock()
 
     # -- run identity -----------------------------------------------------------
-    def _run(self, state: Any, config: Mapping[str, Any], tools: Any = None) -> RunGuard:
-        """The run guard of the invocation ``state`` belongs to (created on first use)."""
+    def _tool_run(self, request: ToolCallRequest) -> RunGuard:
+        """The run guard of the invocation a tool call belongs to (created on first use).
+
+        Also arms its post-compaction guard when a summary this run has not seen
+        heads the history: checked here rather than in a model hook because every
+        ``wrap_*`` hook costs a traced call in LangChain.
+        """
+        state = request.state
+        runtime = request.runtime
+        config = runtime.config
         run_id = _state_get(state, RUN_KEY)
-        configurable = config.get("configurable") or {}
-        thread = configurable.get("thread_id")
+        thread = (config.get("configurable") or {}).get("thread_id")
         session = None if thread is None else str(thread)
         if not run_id:
             # State from before this middleware was added: one run per thread.
             run_id = f"thread-{session}" if session is not None else "default"
         key = (run_id, session)
-        run = self._runs.get(key)
-        if run is None:
+        entry = self._runs.get(key)
+        if entry is None:
             agent_id = self.agent_id
             if agent_id is None:
                 agent_id = (config.get("metadata") or {}).get("lc_agent_name")
             with self._lock:
-                run = self._runs.get(key)
-                if run is None:
-                    run = self.guard.run(run_id, session_id=session, agent_id=agent_id)
-                    runs = self._runs
-                    runs[key] = run
-                    if len(runs) > _MAX_RUNS:  # runs that ended by an exception
-                        del runs[next(iter(runs))]
-        if run.tools is None and tools is not None:
-            run.set_tools(tool.name for tool in tools)
-        return run
-
-    def _tool_run(self, request: ToolCallRequest) -> RunGuard:
-        runtime = request.runtime
-        return self._run(request.state, runtime.config, runtime.tools)
+                entry = self._runs.get(key)
+                if entry is None:
+                    # The ToolNode's tools: a name outside them is an unknown tool.
+                    tools = getattr(runtime, "tools", None)
+                    run = self.guard.run(
+                        run_id,
+                        session_id=session,
+                        agent_id=agent_id,
+                        tools=None if tools is None else [tool.name for tool in tools],
+                    )
+                    entry = self._runs[key] = _Run(run, _state_get(state, SUMMARY_KEY))
+                    if len(self._runs) > _MAX_RUNS:  # runs that ended by an exception
+                        del self._runs[next(iter(self._runs))]
+        summary = _summary_id(state)
+        if summary is not None and summary != entry.summary:
+            with self._lock:  # parallel calls of one turn: arm once, before any of them runs
+                if summary != entry.summary:
+                    entry.summary = summary
+                    entry.run.on_compaction()
+        return entry.run
 
     def _start(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         try:
@@ -150,6 +160,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             given = info.run_id if info is not None else None
             return {
                 RUN_KEY: str(given) if given else uuid.uuid4().hex,
+                # A summary from an earlier invocation is not a compaction of this run.
                 SUMMARY_KEY: _summary_id(state),
             }
         except Exception:
@@ -162,12 +173,12 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             if not run_id:
                 return
             thread = (get_config().get("configurable") or {}).get("thread_id")
-            run = self._runs.pop((run_id, None if thread is None else str(thread)), None)
+            entry = self._runs.pop((run_id, None if thread is None else str(thread)), None)
         except Exception:
             logger.exception("loopwarden could not end a LangChain run")
             return
-        if run is not None:
-            run.end()
+        if entry is not None:
+            entry.run.end()
 
     def before_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self._start(state, runtime)
@@ -187,48 +198,6 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         self._finish(state)
         return None
 
-    # -- compaction ----------------------------------------------------------------
-    def _new_summary(self, request: ModelRequest[Any]) -> tuple[str, RunGuard] | None:
-        """A summary this run has not seen yet at the head of the history, and the run."""
-        try:
-            state = request.state
-            summary = _summary_id(state)
-            if summary is None or summary == _state_get(state, SUMMARY_KEY):
-                return None
-            return summary, self._run(state, get_config())
-        except Exception:
-            logger.exception("loopwarden could not check a LangChain model call for compaction")
-            return None
-
-    def wrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        found = self._new_summary(request)
-        if found is None:
-            return handler(request)
-        summary, run = found
-        run.on_compaction()
-        # Remember the summary in the graph state so it arms the guard only once.
-        return ExtendedModelResponse(
-            model_response=handler(request), command=Command(update={SUMMARY_KEY: summary})
-        )
-
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        found = self._new_summary(request)
-        if found is None:
-            return await handler(request)
-        summary, run = found
-        await run.aon_compaction()
-        return ExtendedModelResponse(
-            model_response=await handler(request), command=Command(update={SUMMARY_KEY: summary})
-        )
-
     # -- tool calls -------------------------------------------------------------------
     def wrap_tool_call(
         self,
@@ -238,6 +207,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         call = request.tool_call
         try:
             run = self._tool_run(request)
+        except LoopAbort:
+            raise
         except Exception:
             logger.exception("loopwarden could not guard a LangChain tool call; running it")
             return handler(request)
@@ -270,6 +241,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         call = request.tool_call
         try:
             run = self._tool_run(request)
+        except LoopAbort:
+            raise
         except Exception:
             logger.exception("loopwarden could not guard a LangChain tool call; running it")
             return await handler(request)
@@ -293,6 +266,16 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         outcome, error = _outcome(message)
         note = await run.aafter_call(name, args, call_id, result=outcome, error=error)
         return result if note is None else _with_note(result, message, note)
+
+
+class _Run:
+    """A run guard and the summary its run last saw."""
+
+    __slots__ = ("run", "summary")
+
+    def __init__(self, run: RunGuard, summary: str | None) -> None:
+        self.run = run
+        self.summary = summary
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
         self.agent_id = agent_id
         # Per-run fields, set on the copy that for_run() returns.
         self._run: RunGuard | None = None
-        self._tool_names: frozenset[str] = frozenset()
+        self._tool_names: frozenset[str] | None = None
         self._scanned = 0
         self._last_summary: CompactionPart | None = None
 
@@ -111,7 +111,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
         if agent_id is None and ctx.agent is not None:
             agent_id = ctx.agent.name
         bound._run = self.guard.run(ctx.run_id, session_id=ctx.conversation_id, agent_id=agent_id)
-        bound._tool_names = frozenset()
+        bound._tool_names = None
         # A summary already in the history the run starts from is not a compaction of this run.
         bound._last_summary = _latest_request_summary(ctx.messages, 0)
         bound._scanned = len(ctx.messages)
@@ -145,33 +145,45 @@ class LoopGuardCapability(AbstractCapability[Any]):
                     calls.append(part)
                 elif isinstance(part, CompactionPart):
                     compacted = True
-            known = self._known_tools(run, request_context) if calls else frozenset()
+            unknown = self._unknown_calls(run, request_context, calls) if calls else calls
         except Exception:
             logger.exception("loopwarden could not inspect a Pydantic AI model response")
             return response
         if compacted:
             await run.aon_compaction()
-        for call in calls:
-            if call.tool_name not in known:
-                await self._unknown_call(ctx, run, call)
+        for call in unknown:
+            await self._unknown_call(ctx, run, call)
         return response
 
-    def _known_tools(self, run: RunGuard, request_context: ModelRequestContext) -> frozenset[str]:
-        """Names the model may call: function tools (registered with the guard) and output tools."""
+    def _unknown_calls(
+        self, run: RunGuard, request_context: ModelRequestContext, calls: list[ToolCallPart]
+    ) -> list[ToolCallPart]:
+        """The calls of tools the model was not offered (function tools are the guard's tools)."""
         params = request_context.model_request_parameters
-        names = frozenset(tool.name for tool in params.function_tools)
-        if names != self._tool_names:
-            self._tool_names = names
-            run.set_tools(names)
-        if params.output_tools:
-            return names | {tool.name for tool in params.output_tools}
-        return names
+        tools = params.function_tools
+        known = self._tool_names
+        # Tools rarely change within a run: rebuild the names only when they may have.
+        if (
+            known is None
+            or len(tools) != len(known)
+            or any(call.tool_name not in known for call in calls)
+        ):
+            names = frozenset(tool.name for tool in tools)
+            if names != known:
+                self._tool_names = known = names
+                run.set_tools(names)
+        unknown = [call for call in calls if call.tool_name not in known]
+        if unknown and params.output_tools:
+            outputs = {tool.name for tool in params.output_tools}
+            unknown = [call for call in unknown if call.tool_name not in outputs]
+        return unknown
 
     def _request_compacted(self, messages: Sequence[ModelMessage]) -> bool:
         """Whether the request history holds a summary (CompactionPart) this run has not seen."""
         count = len(messages)
-        # Only messages added since the last request, unless the history was rewritten.
-        start = self._scanned if count > self._scanned else 0
+        # Only messages added since the last request, unless the history got shorter
+        # (rewritten by a processor).
+        start = self._scanned if count >= self._scanned else 0
         self._scanned = count
         summary = _latest_request_summary(messages, start)
         if summary is None or summary == self._last_summary:
