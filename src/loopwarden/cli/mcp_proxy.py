@@ -157,6 +157,8 @@ def main(argv: list[str]) -> int:
             "Pass --allow-remote to serve it anyway.",
             2,
         )
+    if args.connect_timeout <= 0:
+        return _fail(f"--connect-timeout must be positive, got {args.connect_timeout:g}", 2)
     if not 0 <= args.port <= 65535:
         return _fail(f"--port {args.port} is not a port number", 2)
     _setup_logging(args.log_level)

@@ -343,6 +343,9 @@ class GuardedProxy:
         self.upstreams = [u if isinstance(u, Upstream) else Upstream(u) for u in upstreams]
         if not self.upstreams:
             raise ValueError("GuardedProxy needs at least one upstream server")
+        if connect_timeout <= 0:
+            raise ValueError(f"connect_timeout must be positive, got {connect_timeout!r}")
+        self._owns_guard = not isinstance(guard, LoopGuard)
         self.guard = resolve_guard(guard, agent_id=agent_id) if agent_id else resolve_guard(guard)
         self.name = name
         self.prefix_tools = prefix_tools
@@ -371,6 +374,7 @@ class GuardedProxy:
         await stack.__aenter__()
         try:
             self._closing = anyio.Event()
+            self._links = []
             tg = await stack.enter_async_context(anyio.create_task_group())
             self._tg = tg
             stack.callback(self._closing.set)  # runs first: lets the upstream tasks exit
@@ -387,6 +391,8 @@ class GuardedProxy:
                 await stack.__aexit__(None, None, None)
             except BaseException as cleanup:  # the failed start again, wrapped in a group
                 logger.debug("loopwarden mcp-proxy: while stopping upstreams: %r", cleanup)
+            if self._owns_guard:
+                self.guard.close()
             raise
         self._stack = stack
         return self
@@ -395,8 +401,12 @@ class GuardedProxy:
         stack, self._stack = self._stack, None
         self._guarding.runs.close()
         self._listen.close()
-        if stack is not None:
-            await stack.__aexit__(None, None, None)
+        try:
+            if stack is not None:
+                await stack.__aexit__(None, None, None)
+        finally:
+            if self._owns_guard:
+                self.guard.close()
 
     async def _start_link(self, tg: anyio.abc.TaskGroup, upstream: Upstream, index: int) -> _Link:
         try:
