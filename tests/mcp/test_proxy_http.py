@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 
+import httpx2
 import pytest
 from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import (
     BLOCKED,
@@ -44,10 +46,19 @@ async def test_serves_streamable_http_on_loopback_for_an_http_upstream(config_fi
             fresh = await legacy.call_tool("poll_status", {"job": "9"})
             assert not fresh.is_error and texts(fresh) == ["job 9: pending"]
 
-        # Stateless requests from the same client name share one session.
+        # Stateless requests from the same client name share one session...
         async with Client(url) as again:
             still = await again.call_tool("poll_status", {"job": "9"})
             assert still.is_error and texts(still)[0].startswith(BLOCKED)
+
+        # ...unless the client names its session.
+        headers = {"X-Loopwarden-Session": "second-agent"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as named,
+        ):
+            other = await named.call_tool("poll_status", {"job": "9"})
+            assert not other.is_error and texts(other) == ["job 9: pending"]
 
         proc.terminate()
         assert proc.wait(timeout=15) == 0
