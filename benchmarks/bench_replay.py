@@ -163,7 +163,8 @@ def main() -> None:
                 if name not in best or result[0] < best[name][0]:
                     best[name] = (result[0], result[1], min(result[2], best.get(name, result)[2]))
         print(
-            f"{'case':10} {'calls':>11} {'replay s':>9} {'calls/s':>10} {'wall s':>8} {'peak MiB':>9}"
+            f"{'case':10} {'calls':>11} {'replay s':>9} {'calls/s':>10} {'wall s':>8} "
+            f"{'peak MiB':>9}"
         )
         for name, calls in sizes.items():
             elapsed, wall, rss = best[name]

@@ -57,6 +57,7 @@ class _Row:
         "level",
         "order",
         "saved",
+        "short_source",
         "source",
         "stop",
         "tag",
@@ -71,6 +72,7 @@ class _Row:
         self.label = report.label
         self.title = report.title
         self.source = format_loc(report.source, report.line)
+        self.short_source = format_loc(_basename(report.source), report.line)
         self.format = report.format
         self.calls = report.calls
         self.level = report.level
@@ -82,6 +84,10 @@ class _Row:
         self.saved = report.calls_after_first_warning
         self.verdict = report.verdict()
         self.tag = _tag(report)
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1] or path
 
 
 def _tag(report: RunReport) -> str:
@@ -211,7 +217,7 @@ class HtmlWriter:
             '<section id="summary"><h2>Runs</h2>',
             '<table class="runs"><thead><tr><th>#</th><th>run</th><th>source</th>'
             "<th>format</th><th>calls</th><th>warn / block</th><th>stop</th>"
-            "<th>first warning</th><th>calls after it</th><th>verdict</th></tr></thead><tbody>",
+            "<th>guard first acts</th><th>calls after it</th><th>verdict</th></tr></thead><tbody>",
         ]
         for row in rows:
             name = _e(row.label)
@@ -221,7 +227,8 @@ class HtmlWriter:
             warn, block = row.warn_block
             out.append(
                 f'<tr class="lvl-{row.level}" data-level="{row.level}"><td>{row.order}</td>'
-                f'<td>{name}{title}</td><td class="src">{_e(row.source)}</td>'
+                f'<td>{name}{title}</td><td class="src" title="{_e(row.source)}">'
+                f"{_e(row.short_source)}</td>"
                 f'<td>{_e(row.format)}</td><td class="n">{row.calls}</td>'
                 f'<td class="n">{warn} / {block}</td><td>{_e(row.stop)}</td>'
                 f'<td class="n">{row.first_warning if row.first_warning is not None else ""}</td>'
@@ -397,18 +404,18 @@ article.lvl-warning{border-left-color:var(--warn)}article.lvl-critical{border-le
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;
 vertical-align:-1px;background:var(--t)}
 .timeline{display:flex;flex-wrap:wrap;gap:2px;margin:6px 0 10px;align-items:center}
-.c{display:block;width:10px;height:18px;border-radius:2px;background:var(--t);position:relative}
+.c{display:block;width:11px;height:22px;border-radius:2px;background:var(--t);position:relative}
 .c.r{background-image:repeating-linear-gradient(135deg,rgba(0,0,0,.45) 0 2px,transparent 2px 5px)}
 .c.e::before{content:"";position:absolute;left:3px;bottom:1px;width:4px;height:4px;
 border-radius:2px;background:#fff}
 .c.w{box-shadow:0 -4px 0 var(--warn)}
 .c.b{outline:2px solid var(--crit);outline-offset:1px}
 .c.s{background:#111;outline:3px solid var(--crit)}
-.c.s::after{content:"■";position:absolute;left:0;right:0;top:-19px;text-align:center;
+.c.s::after{content:"■";position:absolute;left:0;right:0;top:-20px;text-align:center;
 color:var(--crit);font-size:12px}
 .c.a{background:var(--abort);outline:3px solid var(--abort)}
 .c.x{opacity:.28}
-.cp{display:block;width:3px;height:26px;background:#2a6fdb;border-radius:1px;margin:0 2px}
+.cp{display:block;width:3px;height:30px;background:#2a6fdb;border-radius:1px;margin:0 2px}
 .t0{--t:#4e79a7}.t1{--t:#f28e2b}.t2{--t:#59a14f}.t3{--t:#76b7b2}.t4{--t:#edc948}
 .t5{--t:#b07aa1}.t6{--t:#ff9da7}.t7{--t:#9c755f}.t8{--t:#bab0ac}.t9{--t:#86bcb6}
 .t10{--t:#8cd17d}.t11{--t:#499894}

@@ -1,0 +1,41 @@
+"""The Python examples of docs/cli.md run as documented."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests._snippets import snippet
+
+from .conftest import EXAMPLES, ROOT, replay_json
+
+
+def test_run_record_snippet_then_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    exec(compile(snippet("cli-run-record"), "docs/cli.md:cli-run-record", "exec"), {})
+    record = tmp_path / "agent-runs.jsonl"
+    assert record.exists()
+    default = replay_json(str(record))["runs"][0]
+    assert default["stop"]["call"] == 31  # the live defaults: breaker at 30 identical reads
+    tuned = replay_json(str(record), "--set", "warningThreshold=5", "--set", "criticalThreshold=8")
+    run = tuned["runs"][0]
+    assert (run["first_warning_call"], run["first_block_call"]) == (6, 9)
+
+
+def test_json_gate_snippet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(EXAMPLES, tmp_path / "traces")
+    monkeypatch.chdir(tmp_path)
+    # the installed console script, as a user would have it on PATH
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+    exec(compile(snippet("cli-json-gate"), "docs/cli.md:cli-json-gate", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.count("global_circuit_breaker") == 2
+    assert out.count("compaction_loop_persisted") == 2
+    assert out.strip().endswith("65 calls came after a first warning")
