@@ -1,16 +1,14 @@
-"""``loopwarden hook AGENT``: forward the event to the hook helper, else handle it here.
+"""``loopwarden hook AGENT``: fast path (see loopwarden.hooks.daemon and .runner)."""
 
-Runs for every tool call, so it imports only ``_socket``; see
-:mod:`loopwarden.hooks.daemon` (helper, wire format) and
-:mod:`loopwarden.hooks.runner` (the handling itself).
-"""
-
+# Runs for every tool call of an agent and is compiled on every start where no
+# byte code is cached, so it is kept short; the explanations live in the
+# helper's module.
 from __future__ import annotations
 
 import os
 import sys
 
-TYPE_CHECKING = False  # importing typing would cost more than this whole module
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -18,7 +16,7 @@ __all__ = ["AGENTS", "ENV_KEYS", "PROTOCOL", "main", "runtime_dir", "socket_path
 
 AGENTS = ("claude-code", "codex", "gemini")
 PROTOCOL = "LWH1"
-# What the answer depends on: sent along so the helper answers as this process would.
+# The environment an answer depends on, sent so the helper answers as we would.
 ENV_KEYS = (
     "HOME",
     "LOOPWARDEN_AGENT_ID",
@@ -39,7 +37,7 @@ def runtime_dir(env: Mapping[str, str]) -> str:
 
 
 def socket_path(env: Mapping[str, str]) -> str:
-    """One helper per environment and installation (FNV-1a: no hashlib import)."""
+    # One helper per environment and installation; FNV-1a, as hashlib costs an import.
     h = 0xCBF29CE484222325
     key = f"{sys.prefix}\0{os.path.dirname(os.path.dirname(__file__))}\0{PROTOCOL}"
     for byte in key.encode("utf-8", "surrogateescape"):
@@ -48,7 +46,7 @@ def socket_path(env: Mapping[str, str]) -> str:
 
 
 def _forward(argv: list[str], payload: bytes) -> tuple[int, bytes, bytes] | None:
-    """The helper's answer, or None if no helper took the event (then handle it here)."""
+    # None: no helper took the event (nothing was sent); handle it in this process.
     env = os.environ
     path = socket_path(env)
     try:
@@ -104,7 +102,7 @@ def main(argv: list[str]) -> int:
         and argv[0] in AGENTS
         and not {"--no-daemon", "-h", "--help"}.intersection(argv)
         and os.environ.get("LOOPWARDEN_HOOK_DAEMON", "1").lower() not in ("0", "off", "no", "false")
-        and hasattr(os, "getuid")  # Unix only; elsewhere every event is handled in process
+        and hasattr(os, "getuid")  # Unix only; elsewhere events are handled in process
     ):
         try:
             payload = sys.stdin.buffer.read()

@@ -29,7 +29,6 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._logging import logger
@@ -174,6 +173,22 @@ class _Server:
                 self.active -= 1
                 self.last = time.monotonic()
 
+    def work(self, sock: socket.socket) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                if self.idle_expired():
+                    self.stopping.set()
+                continue
+            except OSError:
+                self.stopping.set()  # the listening socket is gone
+                continue
+            with self.lock:
+                self.last = time.monotonic()
+            conn.setblocking(True)
+            self.serve_conn(conn)
+
     def idle_expired(self) -> bool:
         with self.lock:
             return self.active == 0 and time.monotonic() - self.last > self.idle
@@ -209,17 +224,16 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS) -> int:
         sock.settimeout(0.5)
         inode = os.stat(path).st_ino
         Path(path + ".pid").write_text(f"{os.getpid()}\n")
-        with ThreadPoolExecutor(_WORKERS, thread_name_prefix="loopwarden-hook") as pool:
-            while not server.stopping.is_set():
-                try:
-                    conn, _ = sock.accept()
-                except TimeoutError:
-                    if server.idle_expired():
-                        break
-                    continue
-                with server.lock:
-                    server.last = time.monotonic()
-                pool.submit(server.serve_conn, conn)
+        # Every worker accepts by itself: an event wakes exactly one thread, with
+        # no hand-over between threads on the way (that would add latency).
+        workers = [
+            threading.Thread(target=server.work, args=(sock,), name=f"loopwarden-hook-{n}")
+            for n in range(_WORKERS)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
     finally:
         sock.close()
         try:
