@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import click
@@ -133,7 +134,7 @@ Examples:
     "--progress/--no-progress",
     "progress",
     default=None,
-    help="Progress bar on stderr (default: when stderr is a TTY and the report is not).",
+    help="Progress bar on stderr (default: when stderr is a TTY).",
 )
 def replay_command(
     paths: tuple[str, ...],
@@ -237,7 +238,7 @@ def replay_command(
     err_style = styler(colour_enabled(color, sys.stderr))
     show_progress = progress
     if show_progress is None:
-        show_progress = _isatty(sys.stderr) and not (to_stdout and _isatty(sys.stdout))
+        show_progress = _isatty(sys.stderr)
     sizes = [s.size or 0 for s in sources]
     bar = _Progress(sum(sizes)) if show_progress and sum(sizes) > 0 else None
 
@@ -248,9 +249,18 @@ def replay_command(
         elif totals.problems == MAX_PROBLEMS_SHOWN + 1:
             _err(bar, "… further malformed records are counted, not shown")
 
+    # When the report shares the terminal with the bar, each block of output
+    # clears the bar line first and the bar is drawn again below it.
+    shared_terminal = bar is not None and to_stdout and _isatty(sys.stdout)
+
     def on_run(report: RunReport) -> None:
         totals.add(report)
-        writer.run(report)
+        if shared_terminal and bar is not None:
+            with bar.suspended():
+                writer.run(report)
+                out_text.flush()
+        else:
+            writer.run(report)
 
     replayer = Replayer(
         config,
@@ -261,9 +271,10 @@ def replay_command(
     )
 
     try:
+        writer.start(meta)
+        out_text.flush()
         if bar is not None:
             bar.start()
-        writer.start(meta)
         for index, source in enumerate(sources):
             replayer.set_source(source.name, forced or "?")
             info = InputInfo(source.name, None)
@@ -381,10 +392,19 @@ class _Progress:
         self.refresh()
 
     def echo(self, text: str) -> None:
+        with self.suspended():
+            click.echo(text, err=True)
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Clear the bar line, let the caller print, then draw the bar again."""
         with self.lock:
             sys.stderr.write("\r\x1b[K")
-            click.echo(text, err=True)
-            self.bar.render_progress()
+            sys.stderr.flush()
+            try:
+                yield
+            finally:
+                self.bar.render_progress()
 
     def close(self) -> None:
         self._stop.set()
