@@ -28,10 +28,9 @@ def script(hook: Hook, daemon: bool, **kw: Any) -> list[Any]:
 
 
 @pytest.mark.usefixtures("small_config")
-@pytest.mark.parametrize("daemon", [True, False], ids=["helper", "in-process"])
-def test_warn_block_stop(hook_env: dict[str, str], daemon: bool) -> None:
+def test_warn_block_stop(hook_env: dict[str, str]) -> None:
     hook = Hook(hook_env, "claude-code")
-    answers = script(hook, daemon)
+    answers = script(hook, daemon=True)
     assert answers[:5] == [{}, {}, {}, {}, {}]  # calls 1-2 and call 3's check
     warn = answers[5]["hookSpecificOutput"]  # call 3's result gets the warning
     assert warn["hookEventName"] == "PostToolUse"
@@ -54,12 +53,13 @@ def test_warn_block_stop(hook_env: dict[str, str], daemon: bool) -> None:
     assert [r.veto for r in records] == [False, False, False, True, True]
     assert len({r.result_hash for r in records}) == 1  # vetoes repeat the stuck outcome
 
-    again = hook(p.claude_pre(6), daemon=daemon)  # a stopped run stays stopped
+    again = hook(p.claude_pre(6))  # a stopped run stays stopped
     assert again.json["continue"] is False
 
 
 @pytest.mark.usefixtures("small_config")
 def test_helper_and_in_process_leave_the_same_state(hook_env: dict[str, str]) -> None:
+    """Events handled in the hook process itself: the same answers and the same state."""
     hook = Hook(hook_env, "claude-code")
     via_helper = script(hook, True, session="s-helper")
     in_process = script(hook, False, session="s-local")
