@@ -10,8 +10,9 @@ all over stdio:
 * ``proxy, guard on``: through ``loopwarden mcp-proxy`` with loop detection on.
 
 A second table does the same in one process (``mcp.Client`` connected to the
-server objects directly), which isolates the proxy's own work from pipes and
-process switches.
+server objects directly), without pipes and process switches; a third times
+only the proxy's own per-call work (run lookup, guard check, outcome view,
+outcome record) without any MCP traffic.
 
 Each call is ``poll_status(job=<n>)`` with a new ``n``, so the guard allows every
 call (the common case) and checks and records each one. The cases alternate
@@ -32,6 +33,8 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import anyio
 from mcp.client.client import Client
@@ -135,6 +138,39 @@ async def in_process(calls: int, rounds: int) -> dict[str, float]:
         return await measure(cases, calls, rounds)
 
 
+async def guard_work(calls: int, rounds: int) -> dict[str, float]:
+    """The proxy's own per-call work (run lookup, check, outcome view, record), no MCP traffic."""
+    import mcp_types as types
+
+    import loopwarden as lw
+    from loopwarden.integrations.mcp import _Guarding, _outcome_view
+
+    text = "job 1: pending"
+    result = types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content={"result": text}
+    )
+    tools = frozenset({"poll_status", "counter"})
+
+    def case(config: dict[str, object]) -> Case:
+        guarding = _Guarding(lw.LoopGuard(config), None)
+        ctx: Any = SimpleNamespace(request=None, request_id=0, session=None)
+
+        async def run(start: int, n: int) -> float:
+            begin = time.perf_counter()
+            for i in range(start, start + n):
+                ctx.request_id = i
+                args = {"job": str(i)}
+                run_, session, call_id, _ = await guarding.before(ctx, "poll_status", args, tools)
+                view = _outcome_view(result)
+                await guarding.after(run_, session, "poll_status", args, call_id, result=view)
+            return time.perf_counter() - begin
+
+        return run
+
+    cases = {"guard off": case(OFF), "guard on": case(ON)}
+    return await measure(cases, calls, rounds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls per case and round")
@@ -147,6 +183,11 @@ def main() -> None:
     report(
         "in-process: no pipes, no process switches", anyio.run(in_process, args.calls, args.rounds)
     )
+    work = anyio.run(guard_work, args.calls * 10, args.rounds)
+    print("\nthe proxy's own work per tools/call, without MCP traffic")
+    print(f"{'case':24} {'us/call':>10}")
+    for name, value in work.items():
+        print(f"{name:24} {value:10.1f}")
 
 
 if __name__ == "__main__":
