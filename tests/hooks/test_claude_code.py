@@ -213,15 +213,20 @@ def test_other_prompts_in_the_transcript_are_not_counted(
 
 
 def test_run_record_and_log(hook_env: dict[str, str], tmp_path: Path) -> None:
-    """Events are logged to the hook log; a config's runRecord gets the calls."""
-    record = tmp_path / "runs.jsonl"
+    """Events are logged to the hook log; a config's runRecord gets the calls.
+
+    A relative runRecord is relative to the agent's working directory, also when
+    the helper (which runs in /) handles the event.
+    """
+    project = tmp_path / "project"
+    project.mkdir()
     config = tmp_path / "lw.json"
-    config.write_bytes(orjson.dumps({**SMALL, "loopwarden": {"runRecord": str(record)}}))
+    config.write_bytes(orjson.dumps({**SMALL, "loopwarden": {"runRecord": "runs.jsonl"}}))
     hook = Hook(hook_env, "claude-code", "--config", str(config))
     for n in range(1, 5):
-        hook(p.claude_pre(n))
-        hook(p.claude_post(n))
-    lines = [orjson.loads(line) for line in record.read_bytes().splitlines()]
+        hook(p.claude_pre(n), cwd=project, daemon=n != 2)
+        hook(p.claude_post(n), cwd=project)
+    lines = [orjson.loads(line) for line in (project / "runs.jsonl").read_bytes().splitlines()]
     assert [x["type"] for x in lines].count("call") == 4
     assert any(x["type"] == "event" and x["action"] == "block" for x in lines)
     log = (hook.state_db.parent / "hook.log").read_text()

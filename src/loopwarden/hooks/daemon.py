@@ -213,6 +213,7 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS) -> int:
                 os.close(lock_fd)
                 return 0
             time.sleep(0.05)
+    os.chdir("/")  # keep no directory busy; requests carry their own working directory
     server = _Server(path, idle)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     inode = -1
@@ -234,14 +235,26 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS) -> int:
             worker.start()
         for worker in workers:
             worker.join()
-    finally:
-        sock.close()
-        try:
+        # No new connections once the path is gone; then answer those already
+        # queued, so that no event reaches a helper that never answers it.
+        with contextlib.suppress(OSError):
             if os.stat(path).st_ino == inode:
                 os.unlink(path)
+        sock.setblocking(False)
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                break
+            conn.setblocking(True)
+            server.serve_conn(conn)
+    finally:
+        sock.close()
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == inode:
+                os.unlink(path)
+        with contextlib.suppress(OSError):
             os.unlink(path + ".pid")
-        except OSError:
-            pass
         server.ctx.close()
         os.close(lock_fd)
     return 0

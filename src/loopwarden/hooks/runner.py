@@ -201,11 +201,11 @@ def store_url(opts: HookOptions, env: Mapping[str, str], cwd: str, config: Confi
     return spec
 
 
-def log_path(env: Mapping[str, str]) -> Path:
+def log_path(env: Mapping[str, str], cwd: str = "") -> Path:
     """The hook's log file: ``$LOOPWARDEN_LOG``, else ``hook.log`` next to the default state."""
     chosen = env.get("LOOPWARDEN_LOG")
     if chosen:
-        return _absolute(chosen, env, "")
+        return _absolute(chosen, env, cwd or os.getcwd())
     return default_state_path(env).parent / "hook.log"
 
 
@@ -248,8 +248,10 @@ def _start_capture() -> _Capture:
     return _capture
 
 
-def write_log(env: Mapping[str, str], lines: list[tuple[int, str, bool]], context: str) -> None:
-    path = log_path(env)
+def write_log(
+    env: Mapping[str, str], lines: list[tuple[int, str, bool]], context: str, cwd: str = ""
+) -> None:
+    path = log_path(env, cwd)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     text = "".join(f"{stamp} {context} {line}\n" for _, line, _ in lines)
     try:
@@ -299,14 +301,20 @@ class HookContext:
             state_key = str(_absolute(state, env, cwd))
         elif state.startswith("sqlite://") and not state.startswith(("sqlite:///", "sqlite://~")):
             state_key = (state, cwd)  # a relative SQLite path
-        key = (ident, state_key, str(default_state_path(env)))
+        key: tuple[Any, ...] = (ident, state_key, str(default_state_path(env)))
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                return entry
+            for candidate in (key, (*key, cwd)):  # the second: a config with a relative path
+                entry = self._entries.get(candidate)
+                if entry is not None:
+                    self._entries.move_to_end(candidate)
+                    return entry
         config = load_config(str(path) if path is not None else dict(HOOK_DEFAULT_CONFIG))
-        guard = LoopGuard(config, store=store_url(opts, env, cwd, config))
+        record = config.settings.run_record
+        if record is not None and not os.path.isabs(record):
+            # Relative to where the agent runs, as in process (the helper runs in /).
+            record = str(_absolute(record, env, cwd))
+            key = (*key, cwd)
+        guard = LoopGuard(config, store=store_url(opts, env, cwd, config), run_record=record)
         store = guard.store
         if isinstance(store, SQLiteStore):
             side = store
@@ -505,7 +513,7 @@ def handle(
     lines: list[tuple[int, str, bool]] = capture.local.lines
     capture.local.lines = None
     if lines:
-        write_log(env, lines, context)
+        write_log(env, lines, context, cwd)
         causes: dict[int, str] = capture.local.causes
         problems: list[str] = []
         for index, (level, text, is_event) in enumerate(lines):
