@@ -17,6 +17,9 @@ import argparse
 import gc
 import hashlib
 import json
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -104,35 +107,64 @@ def measure(
     return best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=5_000)
-    parser.add_argument("--big-calls", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=15)
-    args = parser.parse_args()
-
-    small = [small_call(i) for i in range(args.calls)]
+def cases(calls: int, big_calls: int) -> dict[str, tuple[Callable[[Calls], float], Calls]]:
+    small = [small_call(i) for i in range(calls)]
     text = "".join(f"line {i}: compiled target ok\n" for i in range(4000))[:100_000]
-    big = [big_call(i, text) for i in range(args.big_calls)]
+    big = [big_call(i, text) for i in range(big_calls)]
+    return {
+        "floor_small": (hashing_floor, small),
+        "guard_30": (guarded(30), small),
+        "guard_1000": (guarded(1000), small),
+        "floor_big": (hashing_floor, big),
+        "guard_big": (guarded(30), big),
+    }
 
-    results = measure(
-        {
-            "floor_small": (hashing_floor, small),
-            "guard_30": (guarded(30), small),
-            "guard_1000": (guarded(1000), small),
-            "floor_big": (hashing_floor, big),
-            "guard_big": (guarded(30), big),
-        },
-        args.rounds,
-    )
-    floor_small, guard_30, guard_1000 = (
-        results[k] for k in ("floor_small", "guard_30", "guard_1000")
-    )
-    floor_big, guard_big = results["floor_big"], results["guard_big"]
 
-    row = "{:44} {:10.2f} {:7.2f}x  {}"
-    print(f"{'case':44} {'us/call':>10} {'ratio':>8}  target")
-    print(f"{'hashing floor, small params/results':44} {floor_small:10.2f}")
+def instructions(names: list[str]) -> dict[str, float]:
+    """Instructions per call of each case, counted by valgrind (immune to machine noise).
+
+    Each case runs in a child process twice, with N and N+K calls after the
+    same set-up; the difference divided by K is the per-call count.
+    """
+    counts: dict[str, float] = {}
+    for name in names:
+        total = []
+        extra = 100 if name.endswith("big") else 1000
+        for n in (20, 20 + extra):
+            out = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    "--callgrind-out-file=/dev/null",
+                    sys.executable,
+                    __file__,
+                    "--case",
+                    name,
+                    "--calls",
+                    str(n),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            match = re.search(r"Collected : (\d+)", out.stderr)
+            if match is None:
+                raise RuntimeError(f"valgrind gave no count for {name}: {out.stderr[-500:]}")
+            total.append(int(match.group(1)))
+        counts[name] = (total[1] - total[0]) / extra
+    return counts
+
+
+def report(results: dict[str, float], unit: str) -> None:
+    floor_small, guard_30 = results["floor_small"], results["guard_30"]
+    guard_1000, floor_big, guard_big = (
+        results["guard_1000"],
+        results["floor_big"],
+        results["guard_big"],
+    )
+    row = "{:44} {:12.2f} {:7.2f}x  {}"
+    print(f"{'case':44} {unit:>12} {'ratio':>8}  target")
+    print(f"{'hashing floor, small params/results':44} {floor_small:12.2f}")
     print(
         row.format(
             "guard, small, historySize 30", guard_30, guard_30 / floor_small, "<= 1.5x floor"
@@ -142,10 +174,34 @@ def main() -> None:
     print(
         row.format("guard, small, historySize 1000", guard_1000, ratio_1000, "<= 1.2x history 30")
     )
-    print(f"{'hashing floor, 100 KB text results':44} {floor_big:10.2f}")
+    print(f"{'hashing floor, 100 KB text results':44} {floor_big:12.2f}")
     print(
         row.format("guard, 100 KB text results", guard_big, guard_big / floor_big, "<= 1.2x floor")
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=5_000)
+    parser.add_argument("--big-calls", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions per call with valgrind"
+    )
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # one case, once (valgrind child)
+    args = parser.parse_args()
+
+    if args.case:
+        # Same set-up whatever --calls is, so that only the measured calls differ.
+        table = cases(1020, 120)
+        fn, calls = table[args.case]
+        fn(calls[: args.calls])
+        return
+
+    report(measure(cases(args.calls, args.big_calls), args.rounds), "us/call")
+    if args.instructions:
+        print()
+        report(instructions(list(cases(1, 1))), "instr/call")
 
 
 if __name__ == "__main__":
