@@ -8,16 +8,19 @@ or programs that are not MCP servers at all.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp.client.client import Client
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types import ToolListChangedNotification
+from pydantic import BaseModel
 
 import loopwarden as lw
 from loopwarden.integrations.mcp import GuardedProxy, LoopGuardMiddleware, Upstream, UpstreamError
@@ -197,6 +200,12 @@ async def test_middleware_guards_an_mcp_server():
     def rpc_fail() -> str:
         raise MCPError(code=-32001, message="refused")
 
+    frames = iter(range(1000))
+
+    @server.tool()
+    def screenshot() -> Image:
+        return Image(data=bytes([next(frames) % 256]) * 16, format="png")
+
     events: list[lw.LoopEvent] = []
     guard = lw.LoopGuard(SMALL, on_event=events.append)
     server.middleware.append(LoopGuardMiddleware(guard, server=server))
@@ -217,3 +226,37 @@ async def test_middleware_guards_an_mcp_server():
         with pytest.raises(MCPError) as raised:
             await client.call_tool("rpc_fail", {})
         assert raised.value.message == "refused"
+        # Image-only results that change are progress here too.
+        shots = await call_n(client, "screenshot", {}, 8)
+        assert not any(shot.is_error for shot in shots)
+
+
+class Confirm(BaseModel):
+    ok: bool
+
+
+def ask_to_confirm() -> Elicit[Confirm]:
+    return Elicit("Deploy now?", Confirm)
+
+
+async def test_middleware_counts_a_call_that_asks_for_input_once():
+    """A 2026-07-28 call that needs the client's input takes two rounds: one call."""
+    server = MCPServer("deploy")
+
+    @server.tool()
+    def deploy(target: str, answer: Annotated[Confirm, Resolve(ask_to_confirm)]) -> str:
+        return f"deployed {target}: {answer.ok}"
+
+    server.middleware.append(LoopGuardMiddleware(SMALL, server=server))
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    async with Client(server, elicitation_callback=on_elicit) as client:
+        results = await call_n(client, "deploy", {"target": "prod"}, 5)
+    assert len(asked) == 4  # the blocked 5th call never reached the tool
+    assert [texts(r)[0] for r in results[:4]] == ["deployed prod: True"] * 4
+    assert texts(results[2])[1].startswith("WARNING: deploy has been called 2 times")
+    assert results[4].is_error and texts(results[4])[0].startswith(BLOCKED)

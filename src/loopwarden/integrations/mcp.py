@@ -21,6 +21,7 @@ the loop was stopped.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -174,14 +175,27 @@ def _outcome_view(result: types.CallToolResult) -> dict[str, Any]:
     have no text, so their data goes into ``details`` too: otherwise every
     image-only result would look identical (false "no progress").
     """
-    texts: list[dict[str, Any]] = []
-    others: list[dict[str, Any]] = []
+    texts: list[Any] = []
+    others: list[Any] = []
     for block in result.content:
         if isinstance(block, types.TextContent):
             texts.append({"type": "text", "text": block.text})
         else:
             others.append(block.model_dump(mode="json", by_alias=True, exclude_none=True))
-    structured = result.structured_content
+    return _view(texts, others, result.structured_content, result.is_error)
+
+
+def _wire_outcome_view(result: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`_outcome_view` of a result in wire form (what server middleware gets)."""
+    content = result.get("content")
+    texts: list[Any] = []
+    others: list[Any] = []
+    for block in content if isinstance(content, list) else ():
+        (texts if isinstance(block, dict) and block.get("type") == "text" else others).append(block)
+    return _view(texts, others, result.get("structuredContent"), result.get("isError") is True)
+
+
+def _view(texts: list[Any], others: list[Any], structured: Any, is_error: bool) -> dict[str, Any]:
     if isinstance(structured, dict):
         details: dict[str, Any] = structured
     else:
@@ -189,7 +203,7 @@ def _outcome_view(result: types.CallToolResult) -> dict[str, Any]:
     if others:
         details = {**details, "mcpContent": others}
     view: dict[str, Any] = {"content": texts, "details": details}
-    if result.is_error:
+    if is_error:
         view["isError"] = True
     return view
 
@@ -830,6 +844,8 @@ class LoopGuardMiddleware:
         self._tools: frozenset[str] | None = frozenset(tools) if tools is not None else None
         self._server = server
         self._listed = -math.inf
+        # (session, tool, args) -> call id of a call waiting for the client's input
+        self._waiting: dict[tuple[str, str, str], str] = {}
 
     async def _tool_names(self, name: str) -> frozenset[str] | None:
         server = self._server
@@ -858,11 +874,19 @@ class LoopGuardMiddleware:
         arguments = raw.get("arguments")
         guard_args = arguments if arguments is not None else {}
         guarding = self._guarding
-        run, session, call_id, answer = await guarding.before(
-            ctx, name, guard_args, await self._tool_names(name)
-        )
-        if answer is not None:
-            return answer
+        tools = await self._tool_names(name)
+        waiting_key: tuple[str, str, str] | None = None
+        if raw.get("requestState") is not None or raw.get("inputResponses") is not None:
+            # A retry carrying the client's answers to an input request continues
+            # the call checked in its first round: record its outcome, check nothing.
+            session = _session_key(ctx, guarding.default_session)
+            waiting_key = (session, name, _args_key(guard_args))
+            run: RunGuard | None = guarding.runs.enter(session, None, tools)[0]
+            call_id = self._waiting.pop(waiting_key, None)
+        else:
+            run, session, call_id, answer = await guarding.before(ctx, name, guard_args, tools)
+            if answer is not None:
+                return answer
         try:
             result = await call_next(ctx)
         except MCPError as exc:
@@ -875,10 +899,17 @@ class LoopGuardMiddleware:
         except BaseException:
             guarding.runs.leave(session, call_id)
             raise
-        if not isinstance(result, dict):
-            guarding.runs.leave(session, call_id)
+        if not isinstance(result, dict) or result.get("resultType") == "input_required":
+            guarding.runs.leave(session, call_id)  # no outcome yet: the client must answer first
+            if isinstance(result, dict) and call_id is not None:
+                waiting = self._waiting
+                waiting[waiting_key or (session, name, _args_key(guard_args))] = call_id
+                if len(waiting) > 256:
+                    waiting.pop(next(iter(waiting)))
             return result
-        note, stop = await guarding.after(run, session, name, guard_args, call_id, result=result)
+        note, stop = await guarding.after(
+            run, session, name, guard_args, call_id, result=_wire_outcome_view(result)
+        )
         if stop is not None:
             return stop
         if note:
@@ -986,6 +1017,13 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Any:
             await ctx.session.report_progress(progress, total, message)
 
     return relay
+
+
+def _args_key(arguments: Any) -> str:
+    try:
+        return json.dumps(arguments, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return repr(arguments)
 
 
 def _innermost(exc: BaseException) -> BaseException:
