@@ -156,8 +156,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
 
     def _start(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         try:
-            info = runtime.execution_info
-            given = info.run_id if info is not None else None
+            info = getattr(runtime, "execution_info", None)
+            given = getattr(info, "run_id", None)
             return {
                 RUN_KEY: str(given) if given else uuid.uuid4().hex,
                 # A summary from an earlier invocation is not a compaction of this run.
