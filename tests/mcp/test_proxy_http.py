@@ -43,6 +43,8 @@ async def test_serves_streamable_http_on_loopback_for_an_http_upstream(config_fi
 
         # A handshake-era client gets an Mcp-Session-Id: its own session, its own run.
         async with Client(url, mode="legacy") as legacy:
+            tools_capability = legacy.server_capabilities.tools
+            assert tools_capability is not None and tools_capability.list_changed
             fresh = await legacy.call_tool("poll_status", {"job": "9"})
             assert not fresh.is_error and texts(fresh) == ["job 9: pending"]
 

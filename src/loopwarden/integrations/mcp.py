@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from mcp.client._transport import Transport
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.models import InitializationOptions
 
 __all__ = [
     "DEFAULT_RUN_IDLE_SECONDS",
@@ -510,7 +511,7 @@ class GuardedProxy:
             handlers["on_list_prompts"] = self._list_prompts
             handlers["on_get_prompt"] = self._get_prompt
         instructions = self._links[0].client.instructions if len(self._links) == 1 else None
-        return Server(
+        return _ProxyServer(
             self.name,
             version=_version(),
             instructions=instructions,
@@ -518,11 +519,9 @@ class GuardedProxy:
             **handlers,
         )
 
-    def initialization_options(self) -> Any:
+    def initialization_options(self) -> InitializationOptions:
         """Initialisation options for ``server.run`` (advertises list-changed notifications)."""
-        return self.server.create_initialization_options(
-            NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
-        )
+        return self.server.create_initialization_options()
 
     # -- serving ---------------------------------------------------------------
     async def serve_stdio(self) -> None:
@@ -817,6 +816,29 @@ class GuardedProxy:
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {params.name}")
         link, name = route
         return _own(await link.client.get_prompt(name, params.arguments))
+
+
+class _ProxyServer(Server[Any]):
+    """A low-level ``Server`` that advertises list-changed notifications by default.
+
+    The proxy forwards them from its upstreams, and streamable HTTP builds the
+    handshake answer from the defaults.
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options
+            or NotificationOptions(
+                prompts_changed=True, resources_changed=True, tools_changed=True
+            ),
+            experimental_capabilities,
+            extensions,
+        )
 
 
 class LoopGuardMiddleware:
