@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 import loopwarden as lw
 from loopwarden.integrations.langchain import LoopGuardMiddleware
@@ -446,6 +446,60 @@ class TestRunsAndSessions:
         assert [(e.run_id, e.session_id, e.agent_id) for e in events] == [
             (str(run_id), "t-9", "Support Bot")
         ]
+
+    def test_resumed_run_keeps_its_counts(self, counter: Counter, poll_status: Any) -> None:
+        """An interrupt and its resume are one run: the 4th identical call is still warned."""
+
+        @tool
+        def ask_human(question: str) -> str:
+            """Ask the operator."""
+            return str(interrupt(question))
+
+        script = iter(
+            [("poll_status", {"job": "42"})] * 3
+            + [("ask_human", {"question": "keep waiting?"})]
+            + [("poll_status", {"job": "42"})]
+        )
+
+        def reply(messages: list[BaseMessage]) -> AIMessage:
+            step = next(script, None)
+            if step is None:
+                return AIMessage("done")
+            return AIMessage(
+                "", tool_calls=[{"name": step[0], "args": step[1], "id": uuid.uuid4().hex}]
+            )
+
+        events: list[lw.LoopEvent] = []
+        agent = create_agent(
+            model(reply),
+            [poll_status, ask_human],
+            middleware=[LoopGuardMiddleware(SMALL, on_event=events.append)],
+            checkpointer=InMemorySaver(),
+        )
+        config = {"configurable": {"thread_id": "hitl"}}
+        paused = agent.invoke(user(), config)
+        assert "__interrupt__" in paused and events == []
+        out = agent.invoke(Command(resume="yes"), config)
+        assert out["messages"][-1].content == "done"
+        assert [(e.action, e.count) for e in events] == [("warn", 3)]
+        assert "WARNING" in str(tool_messages(out["messages"])[-1].content)
+
+    def test_state_is_forgotten_when_the_run_ends(self, poll_status: Any) -> None:
+        """A finished invocation leaves nothing in the store; a stopped one keeps its verdict."""
+        guard = lw.LoopGuard(SMALL)
+        agent = create_agent(
+            model(_four_calls), [poll_status], middleware=[LoopGuardMiddleware(guard)]
+        )
+        agent.invoke(user())
+        assert len(guard.store) == 0
+        stuck = create_agent(
+            model(forever(("poll_status", {"job": "42"}))),
+            [poll_status],
+            middleware=[LoopGuardMiddleware(guard)],
+        )
+        with pytest.raises(lw.CircuitBreakerTripped):
+            stuck.invoke(user())
+        assert len(guard.store) == 1
 
     def test_agent_name_selects_the_per_agent_config(self, poll_status: Any) -> None:
         """``create_agent(name=...)`` picks ``agents.list[].tools.loopDetection``."""

@@ -487,6 +487,36 @@ class TestRunsAndConversations:
             ("run-1", "conv-1", "Support Bot")
         ]
 
+    def test_state_is_forgotten_when_the_run_ends(self, counter: Counter) -> None:
+        """Finished or stopped, a run leaves nothing in the store."""
+        guard = lw.LoopGuard(SMALL)
+        make_agent(ScriptedModel(four_calls), counter, LoopGuardCapability(guard)).run_sync("go")
+        assert len(guard.store) == 0
+        stuck = make_agent(
+            ScriptedModel(forever(("poll_status", {"job": "42"}))),
+            counter,
+            LoopGuardCapability(guard),
+        )
+        with pytest.raises(lw.CircuitBreakerTripped):
+            stuck.run_sync("go")
+        assert len(guard.store) == 0
+
+    def test_iterated_runs_are_guarded(self, counter: Counter) -> None:
+        """``Agent.iter`` goes through the same hooks as ``run``."""
+        events: list[lw.LoopEvent] = []
+        agent = make_agent(
+            ScriptedModel(four_calls), counter, LoopGuardCapability(SMALL, on_event=events.append)
+        )
+
+        async def iterate() -> None:
+            async with agent.iter("go") as agent_run:
+                async for _ in agent_run:
+                    pass
+
+        asyncio.run(iterate())
+        assert [(e.action, e.count) for e in events] == [("warn", 3)]
+        assert len(counter.runs) == 4
+
     def test_agent_name_selects_the_per_agent_config(self, counter: Counter) -> None:
         """``Agent(name=...)`` picks ``agents.list[].tools.loopDetection``."""
         config = {

@@ -88,10 +88,10 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             ``on_event``, ``fail_closed``, ``run_record`` ...) when no ready
             guard is given.
 
-    List it after ``SummarizationMiddleware`` (compactions are seen either way)
-    and before middleware that catches tool exceptions (``ToolRetryMiddleware``,
-    ``ToolErrorMiddleware``), so that loopwarden's stop reaches the caller and
-    retries count as one call.
+    List it before middleware that catches tool exceptions or retries tools
+    (``ToolRetryMiddleware``, ``ToolErrorMiddleware``), so that loopwarden's
+    stop reaches the caller and retries count as one call. Its place relative
+    to ``SummarizationMiddleware`` does not matter.
     """
 
     state_schema = LoopGuardState
@@ -172,13 +172,21 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             run_id = _state_get(state, RUN_KEY)
             if not run_id:
                 return
-            thread = (get_config().get("configurable") or {}).get("thread_id")
-            entry = self._runs.pop((run_id, None if thread is None else str(thread)), None)
+            config = get_config()
+            thread = (config.get("configurable") or {}).get("thread_id")
+            session = None if thread is None else str(thread)
+            entry = self._runs.pop((run_id, session), None)
+            if entry is not None:
+                run = entry.run
+            else:  # its calls ran in another process (a shared store) or there were none
+                agent_id = self.agent_id
+                if agent_id is None:
+                    agent_id = (config.get("metadata") or {}).get("lc_agent_name")
+                run = self.guard.run(run_id, session_id=session, agent_id=agent_id)
         except Exception:
             logger.exception("loopwarden could not end a LangChain run")
             return
-        if entry is not None:
-            entry.run.end()
+        run.end()
 
     def before_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self._start(state, runtime)
@@ -225,13 +233,9 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             if not isinstance(exc, LoopAbort):
                 run.after_call(name, args, call_id, error=exc)
             raise
-        message = _tool_message(result, call_id)
-        if message is None:  # e.g. a Command that carries no ToolMessage for this call
-            run.after_call(name, args, call_id)
-            return result
-        outcome, error = _outcome(message)
+        message, outcome, error = _answer(result, call_id)
         note = run.after_call(name, args, call_id, result=outcome, error=error)
-        return result if note is None else _with_note(result, message, note)
+        return result if note is None or message is None else _deliver(result, message, note)
 
     async def awrap_tool_call(
         self,
@@ -259,13 +263,9 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             if not isinstance(exc, LoopAbort):
                 await run.aafter_call(name, args, call_id, error=exc)
             raise
-        message = _tool_message(result, call_id)
-        if message is None:
-            await run.aafter_call(name, args, call_id)
-            return result
-        outcome, error = _outcome(message)
+        message, outcome, error = _answer(result, call_id)
         note = await run.aafter_call(name, args, call_id, result=outcome, error=error)
-        return result if note is None else _with_note(result, message, note)
+        return result if note is None or message is None else _deliver(result, message, note)
 
 
 class _Run:
@@ -335,6 +335,25 @@ def _tool_message(result: Any, call_id: str | None) -> ToolMessage | None:
             if found is not None:
                 return found
     return None
+
+
+def _answer(result: Any, call_id: str | None) -> tuple[ToolMessage | None, Any, Any]:
+    """The ToolMessage answering the call, and the outcome to record (none if not found)."""
+    try:
+        message = _tool_message(result, call_id)
+        if message is not None:
+            return (message, *_outcome(message))
+    except Exception:
+        logger.exception("loopwarden could not read a LangChain tool result; not recording it")
+    return None, MISSING, MISSING  # e.g. a Command without a ToolMessage for this call
+
+
+def _deliver(result: Any, message: ToolMessage, note: str) -> Any:
+    try:
+        return _with_note(result, message, note)
+    except Exception:
+        logger.exception("loopwarden could not add its note to a LangChain tool result")
+        return result
 
 
 def _outcome(message: ToolMessage) -> tuple[Any, Any]:
