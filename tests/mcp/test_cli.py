@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,11 @@ pytestmark = pytest.mark.timeout(90)
 
 
 def test_bad_invocations_exit_with_a_clear_message(tmp_path: Path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = str(taken.getsockname()[1])
+    legacy = [sys.executable, str(HERE / "legacy_server.py")]
     bad_config = tmp_path / "bad.json"
     bad_config.write_text(json.dumps({"tools": {"loopDetection": {"warningTreshold": 3}}}))
     cases = {
@@ -30,6 +36,7 @@ def test_bad_invocations_exit_with_a_clear_message(tmp_path: Path):
             "tools.loopDetection.warningTreshold",
         ),
         "bad URL": (["--upstream", "ftp://example"], 2, "not an http(s) URL"),
+        "port in use": (["--http", "--port", port, "--", *legacy], 1, "cannot listen on"),
     }
     # Started together: each one is a Python process start, slow on this machine.
     procs = {
@@ -42,8 +49,10 @@ def test_bad_invocations_exit_with_a_clear_message(tmp_path: Path):
         )
         for name, (args, _, _) in cases.items()
     }
+    with taken:
+        results = {name: proc.communicate(timeout=60) for name, proc in procs.items()}
     for name, (_, code, message) in cases.items():
-        out, err = procs[name].communicate(timeout=60)
+        out, err = results[name]
         assert procs[name].returncode == code, f"{name}: exit {procs[name].returncode}\n{err}"
         assert message in err, f"{name}: {err}"
         assert "Traceback" not in err, f"{name}: {err}"

@@ -175,6 +175,8 @@ def main(argv: list[str]) -> int:
         return _fail(str(exc), 2)
     except OSError as exc:
         return _fail(f"cannot read config {args.config}: {exc.strerror or exc}", 2)
+    except Exception as exc:  # e.g. a state store that cannot be opened
+        return _fail(f"cannot set up the loop guard: {type(exc).__name__}: {exc}")
 
     try:
         from ..integrations import mcp as lw_mcp
@@ -225,6 +227,7 @@ async def _serve(lw_mcp: Any, args: argparse.Namespace, upstreams: list[Any], gu
     )
     log = logging.getLogger("loopwarden")
     stop = anyio.Event()
+    code = 0
     async with anyio.create_task_group() as tg:
 
         async def watch_signals(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -255,9 +258,8 @@ async def _serve(lw_mcp: Any, args: argparse.Namespace, upstreams: list[Any], gu
                         args.host, args.port, path=args.path, on_ready=ready, should_exit=stop
                     )
                 except OSError as exc:
-                    tg.cancel_scope.cancel()
-                    return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+                    code = _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
             else:
                 await proxy.serve_stdio()
         tg.cancel_scope.cancel()
-    return 0
+    return code
