@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
+import types
 from pathlib import Path
 
 import orjson
@@ -13,6 +15,7 @@ import pytest
 
 from loopwarden.cli import hook as client
 from loopwarden.cli.hook import socket_path
+from loopwarden.hooks import daemon
 from loopwarden.hooks.daemon import ping
 from tests.hooks import payloads as p
 from tests.hooks.conftest import LOOPWARDEN, Hook, helper_ready, stop_helper
@@ -99,3 +102,21 @@ def test_foreign_runtime_directory_is_not_used(
         assert client._forward(["claude-code"], payload) is None  # handled in process instead
     finally:
         runtime.chmod(0o700)
+
+
+def test_outdated_code_is_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After an upgrade the helper must stop answering with the old code."""
+    module_file = tmp_path / "fake_module.py"
+    module_file.write_text("x = 1\n")
+    fake = types.ModuleType("loopwarden._upgrade_probe")
+    fake.__file__ = str(module_file)
+    monkeypatch.setitem(sys.modules, "loopwarden._upgrade_probe", fake)
+    watch = daemon._SourceWatch()
+    assert str(module_file) in watch.files
+    watch.checked = 0.0
+    assert not watch.changed()
+    stat = module_file.stat()
+    os.utime(module_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert not watch.changed()  # checked at most every few seconds
+    watch.checked = 0.0
+    assert watch.changed()

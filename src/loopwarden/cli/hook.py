@@ -108,7 +108,10 @@ def main(argv: list[str]) -> int:
             payload = sys.stdin.buffer.read()
         except (AttributeError, OSError, ValueError):
             payload = b""
-        answer = _forward(argv, payload)
+        try:
+            answer = _forward(argv, payload)
+        except Exception:  # a bug here must not cost the event: handle it in process
+            answer = None
         if answer is not None:
             if answer[2]:
                 sys.stderr.buffer.write(answer[2])
