@@ -327,8 +327,8 @@ class _Run:
     def __init__(self, guard: RunGuard, report: RunReport) -> None:
         self.guard = guard
         self.report = report
-        # call id -> (call index, tool, params or args hash)
-        self.pending: dict[str, tuple[int, str, Any]] = {}
+        # call id -> (call index, tool, params) for raw calls; the call index for hashed ones
+        self.pending: dict[str, Any] = {}
         self.stopped = False
         # args hash -> last outcome hash, for the timeline's "repeated outcome" marks
         self.last_outcome: dict[str, str] = {}
@@ -563,7 +563,7 @@ class Replayer:
         if call_id is None:
             call_id = f"#{index}"
         pending = run.pending
-        pending[call_id] = (index, tool, args_hash)
+        pending[call_id] = index  # hashed outcomes carry tool and hash themselves
         if len(pending) > MAX_PENDING:
             del pending[next(iter(pending))]
         if params is None:
@@ -632,11 +632,10 @@ class Replayer:
         run = self._last_run if key is self._last_key else self._runs.get(key)
         if run is None or run.stopped:
             return
-        entry = run.pending.pop(call_id, None) if call_id is not None else None
-        if entry is None:
+        index = run.pending.pop(call_id, None) if call_id is not None else None
+        if index is None:
             run.report.orphan_results += 1
             return
-        index = entry[0]
         report = run.report
         self._cur = report
         self._cur_call = index
