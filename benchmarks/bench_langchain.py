@@ -177,9 +177,9 @@ def engine_case(captured: Captured) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=100, help="tool calls per invocation")
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--hook-calls", type=int, default=500)
+    parser.add_argument("--calls", type=int, default=10, help="tool calls per invocation")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--hook-calls", type=int, default=300)
     args = parser.parse_args()
 
     calls = list(range(args.calls))  # measure() divides each pass by len(calls)

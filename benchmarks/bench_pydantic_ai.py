@@ -212,9 +212,9 @@ def engine_case(loop: asyncio.AbstractEventLoop) -> Callable[[list[Turn]], float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=100, help="tool calls per run")
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--hook-calls", type=int, default=500)
+    parser.add_argument("--calls", type=int, default=10, help="tool calls per run")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--hook-calls", type=int, default=300)
     args = parser.parse_args()
     loop = asyncio.new_event_loop()
     try:

@@ -353,6 +353,33 @@ class TestCompaction:
         assert "summary" in out["messages"][0].text
 
 
+def test_summary_from_an_earlier_invocation_does_not_arm(
+    counter: Counter, poll_status: Any, lw_logs: Any
+) -> None:
+    """The next invocation on a thread that was summarised before is not a new compaction."""
+    saver = InMemorySaver()
+    config = {"configurable": {"thread_id": "long-chat"}}
+    summarising = create_agent(
+        model(turns(5, ("poll_status", {"job": "1"}))),
+        [poll_status],
+        middleware=[summarizer(), LoopGuardMiddleware()],
+        checkpointer=saver,
+    )
+    summarising.invoke(user(), config)
+    assert lw_logs.text.count("post-compaction guard armed") == 1
+    # Same thread, no summarizer now: the summary heads the history, three identical calls.
+    plain = create_agent(
+        model(turns(3, ("poll_status", {"job": "2"}))),
+        [poll_status],
+        middleware=[LoopGuardMiddleware()],
+        checkpointer=saver,
+    )
+    out = plain.invoke(user("Check job 2"), config)
+    assert "summary of the conversation" in out["messages"][0].text
+    assert out["messages"][-1].content == "done"
+    assert lw_logs.text.count("post-compaction guard armed") == 1
+
+
 class TestRunsAndSessions:
     def test_concurrent_runs_do_not_share_counts(self, counter: Counter) -> None:
         """Two invocations in parallel threads, interleaved call by call, count separately."""
@@ -673,8 +700,10 @@ def test_missing_extra_names_it() -> None:
 
 def test_docs_example_runs(counter: Counter) -> None:
     """The documented example, with a scripted model that never stops polling."""
+    code = snippet("langchain-quickstart")
+    assert len([line for line in code.splitlines() if line.strip()]) <= 15  # the issue's limit
     printed = io.StringIO()
     namespace = {"model": model(forever(("poll_status", {"job": "42"})))}
     with contextlib.redirect_stdout(printed):
-        exec(compile(snippet("langchain-quickstart"), "langchain-quickstart", "exec"), namespace)
+        exec(compile(code, "langchain-quickstart", "exec"), namespace)
     assert printed.getvalue().strip() == "stopped: global_circuit_breaker poll_status 30"

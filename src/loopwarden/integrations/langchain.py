@@ -158,11 +158,12 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         try:
             info = getattr(runtime, "execution_info", None)
             given = getattr(info, "run_id", None)
-            return {
-                RUN_KEY: str(given) if given else uuid.uuid4().hex,
-                # A summary from an earlier invocation is not a compaction of this run.
-                SUMMARY_KEY: _summary_id(state),
-            }
+            update: dict[str, Any] = {RUN_KEY: str(given) if given else uuid.uuid4().hex}
+            # A summary from an earlier invocation is not a compaction of this run.
+            summary = _summary_id(state)
+            if summary != _state_get(state, SUMMARY_KEY):
+                update[SUMMARY_KEY] = summary
+            return update
         except Exception:
             logger.exception("loopwarden could not start a LangChain run; guarding without it")
             return None
