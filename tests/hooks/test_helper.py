@@ -120,3 +120,28 @@ def test_outdated_code_is_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert not watch.changed()  # checked at most every few seconds
     watch.checked = 0.0
     assert watch.changed()
+
+
+def test_fast_path_imports_nothing_heavy(own_env: dict[str, str]) -> None:
+    """With the helper running, the hook process imports no engine, JSON or SQLite module."""
+    hook = Hook(own_env, "claude-code")
+    hook(p.claude_pre(1))
+    assert helper_ready(own_env)
+    done = subprocess.run(
+        [str(LOOPWARDEN), "hook", "claude-code"],
+        input=orjson.dumps(p.claude_pre(2)),
+        env={**own_env, "PYTHONPROFILEIMPORTTIME": "1"},
+        capture_output=True,
+        check=True,
+    )
+    assert done.stdout == b"{}"
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.decode().splitlines()
+        if line.startswith("import time:")
+    }
+    # (The dispatcher's importlib.import_module is not itemised by -X importtime.)
+    assert {"loopwarden.cli", "_socket"} <= imported
+    heavy = {"loopwarden.guard", "loopwarden.hooks", "orjson", "json", "sqlite3", "typing"}
+    heavy |= {"socket", "argparse", "logging", "re"}
+    assert not heavy & imported, sorted(heavy & imported)
