@@ -36,11 +36,14 @@ CHILD = """
 import os, resource, sys, time
 os.sched_setaffinity(0, {0}) if hasattr(os, "sched_setaffinity") else None
 from loopwarden.cli.replay import main
-start = time.perf_counter()
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+start, start_cpu = time.perf_counter(), cpu()
 code = main([sys.argv[1], "--format", "json", "-o", os.devnull, "--no-progress"])
-elapsed = time.perf_counter() - start
+elapsed, cpu_seconds = time.perf_counter() - start, cpu() - start_cpu
 rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(code, elapsed, rss_kib)
+print(code, elapsed, cpu_seconds, rss_kib)
 """
 
 
@@ -115,8 +118,8 @@ def generate(path: Path, calls: int) -> None:
                 )
 
 
-def replay_once(path: Path) -> tuple[float, float, int]:
-    """(replay seconds, wall seconds incl. start-up, peak RSS in MiB) of one subprocess."""
+def replay_once(path: Path) -> tuple[float, float, float, int]:
+    """(replay seconds, its CPU seconds, wall seconds incl. start-up, peak RSS MiB)."""
     env = dict(os.environ)
     src = Path(__file__).resolve().parent.parent / "src"
     env["PYTHONPATH"] = f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}"
@@ -131,10 +134,10 @@ def replay_once(path: Path) -> tuple[float, float, int]:
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"replay failed: {done.stderr}")
-    code, elapsed, rss_kib = done.stdout.split()
+    code, elapsed, cpu_seconds, rss_kib = done.stdout.split()
     if code != "0":
         raise SystemExit(f"replay exited with {code}: {done.stderr}")
-    return float(elapsed), wall, int(rss_kib) // 1024
+    return float(elapsed), float(cpu_seconds), wall, int(rss_kib) // 1024
 
 
 def main() -> None:
@@ -156,21 +159,31 @@ def main() -> None:
                 f"generated {calls:,} calls in {calls // CALLS_PER_RUN:,} runs: "
                 f"{size_mb:,.0f} MB in {time.perf_counter() - start:.1f} s"
             )
-        best: dict[str, tuple[float, float, int]] = {}
+        best: dict[str, list[float]] = {}
         for _ in range(args.rounds):
             for name in sizes:  # interleaved, so noise hits both alike
-                result = replay_once(files[name])
-                if name not in best or result[0] < best[name][0]:
-                    best[name] = (result[0], result[1], min(result[2], best.get(name, result)[2]))
+                elapsed, cpu_seconds, wall, rss = replay_once(files[name])
+                previous = best.get(name)
+                if previous is None:
+                    best[name] = [elapsed, cpu_seconds, wall, rss]
+                else:
+                    best[name] = [
+                        min(previous[0], elapsed),
+                        min(previous[1], cpu_seconds),
+                        min(previous[2], wall),
+                        min(previous[3], rss),
+                    ]
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"best of {args.rounds} rounds; load average {load:.1f} on {os.cpu_count()} cores")
         print(
-            f"{'case':10} {'calls':>11} {'replay s':>9} {'calls/s':>10} {'wall s':>8} "
-            f"{'peak MiB':>9}"
+            f"{'case':8} {'calls':>10} {'replay s':>9} {'calls/s':>9} {'CPU s':>7} "
+            f"{'calls/CPU-s':>12} {'wall s':>7} {'peak MiB':>9}"
         )
         for name, calls in sizes.items():
-            elapsed, wall, rss = best[name]
+            elapsed, cpu_seconds, wall, rss = best[name]
             print(
-                f"{name:10} {calls:>11,} {elapsed:>9.2f} {calls / elapsed:>10,.0f} "
-                f"{wall:>8.2f} {rss:>9}"
+                f"{name:8} {calls:>10,} {elapsed:>9.2f} {calls / elapsed:>9,.0f} "
+                f"{cpu_seconds:>7.2f} {calls / cpu_seconds:>12,.0f} {wall:>7.2f} {int(rss):>9}"
             )
         print("target: >= 100,000 calls/s on one core; peak memory independent of trace length")
 

@@ -497,4 +497,15 @@ def test_classify_records() -> None:
     assert classify({"type": "user", "sessionId": "s", "message": {}}) == "claude-code"
     assert classify({"resourceSpans": []}) == "otel"
     assert classify([{"role": "user", "content": "x"}]) == "chat"
+    assert classify({"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}) == (
+        "claude-code"
+    )
     assert classify({"cpu": 1}) is None
+
+
+def test_byte_order_mark_and_crlf(tmp_path: Path) -> None:
+    source = (EXAMPLES / "chat" / "weather-responses.jsonl").read_bytes()
+    path = tmp_path / "windows.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + source.replace(b"\n", b"\r\n"))
+    reports, problems, found = replay(path)
+    assert (found, problems, reports[0].calls) == ("chat", [], 2)

@@ -156,6 +156,8 @@ def classify(record: Any) -> str | None:
         return "claude-code"
     if kind in _CLAUDE_TYPES and ("uuid" in record or "leafUuid" in record):
         return "claude-code"
+    if kind == "file-history-snapshot" and "snapshot" in record:
+        return "claude-code"
     from .otel import is_span
 
     if is_span(record):

@@ -111,6 +111,8 @@ class LineStream:
             if not line:
                 self.exhausted = True
                 break
+            if not self.head and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]  # a UTF-8 byte order mark (some Windows tools write one)
             self.head.append(line)
             size += len(line)
             if line.strip():
