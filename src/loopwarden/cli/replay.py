@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import io
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -203,6 +204,7 @@ def replay_command(
     out_bytes: IO[bytes]
     to_stdout = output == "-"
     handle: IO[bytes] | None = None
+    wrapper: io.TextIOWrapper | None = None
     if to_stdout:
         out_bytes = sys.stdout.buffer
         out_text = sys.stdout
@@ -212,9 +214,7 @@ def replay_command(
         except OSError as exc:
             raise UsageFailure(f"cannot write {output}: {exc.strerror or exc}") from None
         out_bytes = handle
-        import io
-
-        out_text = io.TextIOWrapper(handle, encoding="utf-8", write_through=True)
+        out_text = wrapper = io.TextIOWrapper(handle, encoding="utf-8", write_through=True)
 
     writer: ReportWriter
     fmt = output_format.lower()
@@ -308,8 +308,10 @@ def replay_command(
     finally:
         if bar is not None:
             bar.close()
+        if wrapper is not None:
+            wrapper.flush()
+            wrapper.detach()  # the file itself is closed once, just below
         if handle is not None:
-            out_text.flush()
             handle.close()
 
     readable = [i for i in totals.inputs if i.format is not None]
