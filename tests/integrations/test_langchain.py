@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import SummarizationMiddleware
+from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -292,6 +292,36 @@ class TestHallucinatedTool:
         answers = [tool_messages(seen)[-1] for seen in llm.seen[1:]]
         assert sum(BLOCKED in str(m.content) for m in answers) == 20
         assert sum("is not a valid tool" in str(m.content) for m in answers) == 10
+
+
+def test_tools_answered_by_inner_middleware_are_not_unknown(poll_status: Any) -> None:
+    """A tool the ToolNode lacks but a later middleware answers is not treated as unknown."""
+
+    class Lookup(AgentMiddleware):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            call = request.tool_call
+            if call["name"] != "lookup":
+                return handler(request)
+            return ToolMessage(f"entry {call['args']['key']}", tool_call_id=call["id"])
+
+    keys = itertools.count(1)
+
+    def script(messages: list[BaseMessage]) -> AIMessage:
+        n = next(keys)
+        if n > 8:
+            return AIMessage("done")
+        return AIMessage("", tool_calls=[{"name": "lookup", "args": {"key": n}, "id": f"k{n}"}])
+
+    events: list[lw.LoopEvent] = []
+    agent = create_agent(
+        model(script),
+        [poll_status],
+        middleware=[LoopGuardMiddleware(SMALL, on_event=events.append), Lookup()],
+    )
+    out = agent.invoke(user())
+    answers = tool_messages(out["messages"])
+    assert [m.content for m in answers] == [f"entry {n}" for n in range(1, 9)]
+    assert events == []
 
 
 def summarizer() -> SummarizationMiddleware:

@@ -108,6 +108,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         self.agent_id = agent_id
         self._runs: dict[tuple[str, str | None], _Run] = {}
         self._lock = threading.Lock()
+        # Names the ToolNode does not have but some inner middleware answered.
+        self._answered: set[str] = set()
 
     # -- run identity -----------------------------------------------------------
     def _tool_run(self, request: ToolCallRequest) -> RunGuard:
@@ -135,13 +137,16 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             with self._lock:
                 entry = self._runs.get(key)
                 if entry is None:
-                    # The ToolNode's tools: a name outside them is an unknown tool.
+                    # The ToolNode's tools, and tools other middleware answered: a
+                    # name outside them is an unknown tool.
                     tools = getattr(runtime, "tools", None)
                     run = self.guard.run(
                         run_id,
                         session_id=session,
                         agent_id=agent_id,
-                        tools=None if tools is None else [tool.name for tool in tools],
+                        tools=None
+                        if tools is None
+                        else [*(tool.name for tool in tools), *self._answered],
                     )
                     entry = self._runs[key] = _Run(run, _state_get(state, SUMMARY_KEY))
                     if len(self._runs) > _MAX_RUNS:  # runs that ended by an exception
@@ -235,6 +240,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
                 run.after_call(name, args, call_id, error=exc)
             raise
         message, outcome, error = _answer(result, call_id)
+        if request.tool is None:
+            self._learn(run, name, message)
         note = run.after_call(name, args, call_id, result=outcome, error=error)
         return result if note is None or message is None else _deliver(result, message, note)
 
@@ -265,8 +272,21 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
                 await run.aafter_call(name, args, call_id, error=exc)
             raise
         message, outcome, error = _answer(result, call_id)
+        if request.tool is None:
+            self._learn(run, name, message)
         note = await run.aafter_call(name, args, call_id, result=outcome, error=error)
         return result if note is None or message is None else _deliver(result, message, note)
+
+    def _learn(self, run: RunGuard, name: str, message: ToolMessage | None) -> None:
+        """A name the ToolNode lacks that something inside answered is a tool after all."""
+        if message is not None and message.status == "error":
+            text = message.content if isinstance(message.content, str) else message.text
+            if text.startswith(f"Error: {name} is not a valid tool"):
+                return  # the ToolNode's own answer: really unknown
+        with self._lock:
+            self._answered.add(name)
+            if run.tools is not None and name not in run.tools:
+                run.set_tools({*run.tools, name})
 
 
 class _Run:

@@ -107,14 +107,20 @@ class LoopGuardCapability(AbstractCapability[Any]):
 
     async def for_run(self, ctx: RunContext[Any]) -> LoopGuardCapability:
         bound = copy.copy(self)
-        agent_id = self.agent_id
-        if agent_id is None and ctx.agent is not None:
-            agent_id = ctx.agent.name
-        bound._run = self.guard.run(ctx.run_id, session_id=ctx.conversation_id, agent_id=agent_id)
         bound._tool_names = None
-        # A summary already in the history the run starts from is not a compaction of this run.
-        bound._last_summary = _latest_request_summary(ctx.messages, 0)
-        bound._scanned = len(ctx.messages)
+        try:
+            agent_id = self.agent_id
+            if agent_id is None and ctx.agent is not None:
+                agent_id = ctx.agent.name
+            # A summary already in the history the run starts from is not a compaction of it.
+            bound._last_summary = _latest_request_summary(ctx.messages, 0)
+            bound._scanned = len(ctx.messages)
+            bound._run = self.guard.run(
+                ctx.run_id, session_id=ctx.conversation_id, agent_id=agent_id
+            )
+        except Exception:
+            logger.exception("loopwarden could not start a Pydantic AI run; not guarding it")
+            bound._run = None
         return bound
 
     async def wrap_run(
