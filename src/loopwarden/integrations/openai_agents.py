@@ -42,10 +42,13 @@ from __future__ import annotations
 
 import collections
 import inspect
+import itertools
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+
+import orjson
 
 from .._logging import logger
 from ..config import ConfigSource
@@ -78,7 +81,7 @@ __all__ = [
 _GUARDRAIL_NAME = "loopwarden"
 # Bounds for per-guard tables, so that nothing grows with the number of runs.
 _MAX_RUNS = 4096
-_MAX_ERRORS = 64
+_MAX_PENDING = 256  # calls between the input and the output guardrail, per run
 _MAX_SEEN_COMPACTIONS = 4096
 _ALLOW = ToolGuardrailFunctionOutput.allow()
 
@@ -111,7 +114,18 @@ def _for_agents(exc: LoopAbort) -> LoopAbort:
 class _Run:
     """loopwarden's view of one ``Runner.run``: one :class:`RunGuard` per agent."""
 
-    __slots__ = ("abort", "agent", "anchor", "arm", "errors", "guards", "run_id", "session_id")
+    __slots__ = (
+        "abort",
+        "agent",
+        "anchor",
+        "arm",
+        "errors",
+        "guards",
+        "params",
+        "run_id",
+        "scanned",
+        "session_id",
+    )
 
     def __init__(self) -> None:
         self.run_id = uuid.uuid4().hex
@@ -120,7 +134,9 @@ class _Run:
         self.agent: str | None = None  # the agent that made the latest model call
         self.abort: LoopAbort | None = None  # a stop decided where the SDK swallows exceptions
         self.errors: dict[str, BaseException] = {}  # call id -> exception of a failed tool run
+        self.params: dict[str, Any] = {}  # call id -> parsed arguments, for the output guardrail
         self.arm = False  # a compaction was seen: arm guards created from now on too
+        self.scanned = 0  # model input items already looked at for compaction items
         self.anchor: object = None
 
 
@@ -136,6 +152,20 @@ def _mark(rg: RunGuard, name: str, registered: bool) -> None:
         rg.set_tools(tools | {name})
     elif not registered and name in tools:
         rg.set_tools(tools - {name})
+
+
+def _parse(arguments: str) -> Any:
+    """Tool arguments (a JSON string), parsed; orjson first, it is several times faster."""
+    try:
+        return orjson.loads(arguments)
+    except (orjson.JSONDecodeError, TypeError):
+        return parse_arguments(arguments)  # e.g. integers beyond 64 bits, or not JSON at all
+
+
+def _remember(table: dict[str, Any], key: str, value: Any) -> None:
+    table[key] = value
+    if len(table) > _MAX_PENDING:
+        del table[next(iter(table))]
 
 
 def _is_rich(output: Any) -> bool:
@@ -321,13 +351,10 @@ class LoopGuardForAgents:
         if run is not None:
             self._ended.extend(run.guards.values())
 
-    async def _guard_for(
+    async def _new_guard(
         self, run: _Run, agent: str | None, group_id: str | None, has_config: bool
     ) -> RunGuard:
         name = agent or ""
-        rg = run.guards.get(name)
-        if rg is not None:
-            return rg
         if run.session_id is None and has_config:
             run.session_id = group_id
         rg = self.guard.run(
@@ -346,21 +373,25 @@ class LoopGuardForAgents:
         ctx = data.context
         try:
             run = self._run_for(ctx)
-            config = ctx.run_config
-            rg = await self._guard_for(
-                run,
-                data.agent.name,
-                config.group_id if config is not None else None,
-                config is not None,
-            )
+            agent = data.agent.name
+            rg = run.guards.get(agent)
+            if rg is None:
+                config = ctx.run_config
+                rg = await self._new_guard(
+                    run, agent, config.group_id if config is not None else None, config is not None
+                )
             name = ctx.tool_name
-            _mark(rg, name, True)
-            params = parse_arguments(ctx.tool_arguments)
+            tools = rg.tools
+            if tools is None or name not in tools:
+                _mark(rg, name, True)
+            call_id = ctx.tool_call_id
+            params = _parse(ctx.tool_arguments)
+            _remember(run.params, call_id, params)
         except Exception:
             logger.exception("loopwarden could not check a call of %s; allowing it", ctx.tool_name)
             return _ALLOW
         try:
-            decision = await rg.abefore_call(name, params, ctx.tool_call_id)
+            decision = await rg.abefore_call(name, params, call_id)
         except LoopAbort as exc:
             raise _for_agents(exc) from None
         if decision.blocked:
@@ -378,8 +409,10 @@ class LoopGuardForAgents:
             if run is None or rg is None:
                 return _ALLOW  # the input guardrail did not see this call
             call_id = ctx.tool_call_id
-            error = run.errors.pop(call_id, MISSING)
-            params = parse_arguments(ctx.tool_arguments)
+            error = run.errors.pop(call_id, MISSING) if run.errors else MISSING
+            params = run.params.pop(call_id, MISSING)
+            if params is MISSING:
+                params = _parse(ctx.tool_arguments)
         except Exception:
             logger.exception("loopwarden could not record an outcome of %s", ctx.tool_name)
             return _ALLOW
@@ -422,9 +455,7 @@ class LoopGuardForAgents:
             if args.kind == "tool_exception":
                 run = self._runs.get(id(args.run_context.usage))
                 if run is not None and args.error is not None:
-                    run.errors[args.call_id] = args.error
-                    if len(run.errors) > _MAX_ERRORS:
-                        del run.errors[next(iter(run.errors))]
+                    _remember(run.errors, args.call_id, args.error)
                 return message
             if args.kind != "tool_not_found":
                 return message
@@ -437,7 +468,9 @@ class LoopGuardForAgents:
         self, args: ToolErrorFormatterArgs[Any], message: str | None, group_id: str | None
     ) -> str | None:
         run = self._run_for(args.run_context)
-        rg = await self._guard_for(run, run.agent, group_id, True)
+        rg = run.guards.get(run.agent or "")
+        if rg is None:
+            rg = await self._new_guard(run, run.agent, group_id, True)
         name = args.tool_name
         _mark(rg, name, False)
         # The SDK does not pass the arguments of a call it could not resolve; the
@@ -454,13 +487,18 @@ class LoopGuardForAgents:
         return append_note(text, note) if note else message
 
     # -- hooks -----------------------------------------------------------------------
-    async def _llm_start(self, context: Any, agent: Any, input_items: Iterable[Any]) -> None:
+    async def _llm_start(self, context: Any, agent: Any, input_items: list[Any]) -> None:
         run = self._run_for(context)
         run.agent = agent.name
         if run.abort is not None:
             raise run.abort
         try:
-            fresh = self._new_compactions(input_items)
+            # The input of a run's next model call repeats the previous one and adds to
+            # its end: look only at what is new (all of it again if it got shorter).
+            total = len(input_items)
+            start = run.scanned if run.scanned <= total else 0
+            run.scanned = total
+            fresh = self._new_compactions(itertools.islice(input_items, start, None))
         except Exception:
             logger.exception("loopwarden could not look for compaction items")
             return
