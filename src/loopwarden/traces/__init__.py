@@ -144,6 +144,8 @@ def classify(record: Any) -> str | None:
     if not isinstance(record, Mapping):
         return None
     kind = record.get("type")
+    if not isinstance(kind, str):
+        kind = None  # a list or object here would not even be hashable
     if kind in _LW_TYPES and "run_id" in record:
         return "loopwarden"
     if kind in _CODEX_TYPES and "payload" in record:

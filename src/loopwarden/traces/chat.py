@@ -61,7 +61,8 @@ def is_conversation(record: Mapping[str, Any]) -> bool:
 
 
 def is_item(record: Mapping[str, Any]) -> bool:
-    return isinstance(record.get("role"), str) or record.get("type") in ITEM_TYPES
+    kind = record.get("type")
+    return isinstance(record.get("role"), str) or (isinstance(kind, str) and kind in ITEM_TYPES)
 
 
 def tool_names(tools: Any) -> list[str] | None:

@@ -90,7 +90,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
             sink.problem(loc, "expected a JSON object")
             continue
         kind = record.get("type")
-        if kind not in _RECORD_TYPES:
+        if not isinstance(kind, str) or kind not in _RECORD_TYPES:
             continue
         session = record.get("sessionId")
         if not isinstance(session, str) or not session:

@@ -96,7 +96,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
             if isinstance(sid, str) and sid:
                 session = sid
         elif kind == "event_msg":
-            event = payload.get("type")
+            event = _text(payload.get("type"))
             if event in _START_EVENTS:
                 task_events = True
                 new_turn(loc, payload.get("turn_id"))
@@ -110,7 +110,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
             if not task_events:
                 new_turn(loc, payload.get("turn_id"))
         elif kind == "response_item":
-            item = payload.get("type")
+            item = _text(payload.get("type"))
             if item in _CALL_ITEMS:
                 call_id = payload.get("call_id") or payload.get("id")
                 tool: Any
@@ -147,6 +147,10 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 if not text.lstrip().startswith("<"):  # environment/instructions blocks
                     title = short_title(text)
     close()
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _output(tool: str, output: Any) -> tuple[Any, Any]:

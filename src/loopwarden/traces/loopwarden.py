@@ -68,7 +68,7 @@ def read(
                 continue
             key = prefix + run_id
             if kind == "run_start" or run_id not in active or not sink.has_run(key):
-                if kind not in _TYPES:
+                if kind.__class__ is not str or kind not in _TYPES:
                     sink.problem(loc, f"unknown record type {kind!r}")
                     continue
                 if len(active) >= max_open_runs:

@@ -161,7 +161,7 @@ def _span(raw: Mapping[str, Any], loc: Loc, order: int) -> _Span | None:
     error: str | None = None
     if isinstance(status, Mapping):
         code = status.get("code", status.get("status_code"))
-        if code in _ERROR_CODES:
+        if isinstance(code, (str, int)) and code in _ERROR_CODES:
             message = status.get("message", status.get("description"))
             error = message if isinstance(message, str) and message else "error"
     if error is None and attrs.get("error.type"):
