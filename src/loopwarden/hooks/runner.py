@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import stat
 import sys
 import threading
 import time
@@ -154,36 +155,63 @@ def _parse_args(argv: list[str]) -> HookOptions:
 
 
 # -- where things are -----------------------------------------------------------
-def _home(env: Mapping[str, str]) -> Path:
-    return Path(env.get("HOME") or os.path.expanduser("~"))
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or os.path.expanduser("~")
 
 
-def _absolute(path: str, env: Mapping[str, str], cwd: str) -> Path:
+def _absolute(path: str, env: Mapping[str, str], cwd: str) -> str:
+    """``path`` made absolute: ``~`` is the event's home, relative is against ``cwd``."""
     if path == "~" or path.startswith("~/"):
-        return _home(env) / path[2:]
-    p = Path(path)
-    return p if p.is_absolute() else Path(cwd or ".") / p
+        return os.path.join(_home(env), path[2:])
+    return path if os.path.isabs(path) else os.path.join(cwd or os.getcwd(), path)
+
+
+def _config_file(opts: HookOptions, env: Mapping[str, str], cwd: str) -> tuple[str | None, Any]:
+    """The config file and an identity that changes whenever the file does (os.path and
+    one stat per candidate: this runs for every event)."""
+    chosen = opts.config or env.get("LOOPWARDEN_CONFIG")
+    if chosen:
+        path = _absolute(chosen, env, cwd)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return path, (path,)  # load_config reports the problem
+        return path, (path, st.st_mtime_ns, st.st_size, st.st_ino)
+    xdg = env.get("XDG_CONFIG_HOME")
+    base = xdg if xdg and os.path.isabs(xdg) else os.path.join(_home(env), ".config")
+    for name in ("config.json5", "config.json"):
+        candidate = os.path.join(base, "loopwarden", name)
+        try:
+            st = os.stat(candidate)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            return candidate, (candidate, st.st_mtime_ns, st.st_size, st.st_ino)
+    return None, ()
 
 
 def config_path(opts: HookOptions, env: Mapping[str, str], cwd: str) -> Path | None:
     """The config file the hook uses, or None for :data:`HOOK_DEFAULT_CONFIG`."""
-    chosen = opts.config or env.get("LOOPWARDEN_CONFIG")
-    if chosen:
-        return _absolute(chosen, env, cwd)
-    xdg = env.get("XDG_CONFIG_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else _home(env) / ".config"
-    for name in ("config.json5", "config.json"):
-        candidate = base / "loopwarden" / name
-        if candidate.is_file():
-            return candidate
-    return None
+    path, _ = _config_file(opts, env, cwd)
+    return None if path is None else Path(path)
+
+
+_default_paths: dict[tuple[str | None, str | None], str] = {}
+
+
+def _default_state(env: Mapping[str, str]) -> str:
+    key = (env.get("HOME"), env.get("XDG_DATA_HOME"))
+    found = _default_paths.get(key)
+    if found is None:
+        found = _default_paths[key] = str(default_state_path(env))
+    return found
 
 
 def store_url(opts: HookOptions, env: Mapping[str, str], cwd: str, config: Config) -> str:
     """The state store URL, with relative SQLite paths made absolute against ``cwd``."""
     spec = opts.state or env.get("LOOPWARDEN_STATE") or config.settings.store
     if not spec:
-        return f"sqlite://{default_state_path(env)}"
+        return f"sqlite://{_default_state(env)}"
     if "://" not in spec:
         return f"sqlite://{_absolute(spec, env, cwd)}"
     if spec.startswith("memory://"):
@@ -205,8 +233,8 @@ def log_path(env: Mapping[str, str], cwd: str = "") -> Path:
     """The hook's log file: ``$LOOPWARDEN_LOG``, else ``hook.log`` next to the default state."""
     chosen = env.get("LOOPWARDEN_LOG")
     if chosen:
-        return _absolute(chosen, env, cwd or os.getcwd())
-    return default_state_path(env).parent / "hook.log"
+        return Path(_absolute(chosen, env, cwd))
+    return Path(_default_state(env)).parent / "hook.log"
 
 
 # -- per-request log capture ------------------------------------------------------
@@ -286,40 +314,33 @@ class HookContext:
         self._max = max_guards
 
     def guard_for(self, opts: HookOptions, env: Mapping[str, str], cwd: str) -> _Entry:
-        path = config_path(opts, env, cwd)
-        ident: tuple[Any, ...] = ()
-        if path is not None:
-            try:
-                st = path.stat()
-                ident = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
-            except OSError:
-                ident = (str(path),)  # load_config reports the problem
+        path, ident = _config_file(opts, env, cwd)
         # Everything the store choice depends on besides the config file itself.
         state = opts.state or env.get("LOOPWARDEN_STATE") or ""
         state_key: Any = state
         if state and "://" not in state:
-            state_key = str(_absolute(state, env, cwd))
+            state_key = _absolute(state, env, cwd)
         elif state.startswith("sqlite://") and not state.startswith(("sqlite:///", "sqlite://~")):
             state_key = (state, cwd)  # a relative SQLite path
-        key: tuple[Any, ...] = (ident, state_key, str(default_state_path(env)))
+        key: tuple[Any, ...] = (ident, state_key, _default_state(env))
         with self._lock:
             for candidate in (key, (*key, cwd)):  # the second: a config with a relative path
                 entry = self._entries.get(candidate)
                 if entry is not None:
                     self._entries.move_to_end(candidate)
                     return entry
-        config = load_config(str(path) if path is not None else dict(HOOK_DEFAULT_CONFIG))
+        config = load_config(path if path is not None else dict(HOOK_DEFAULT_CONFIG))
         record = config.settings.run_record
         if record is not None and not os.path.isabs(record):
             # Relative to where the agent runs, as in process (the helper runs in /).
-            record = str(_absolute(record, env, cwd))
+            record = _absolute(record, env, cwd)
             key = (*key, cwd)
         guard = LoopGuard(config, store=store_url(opts, env, cwd, config), run_record=record)
         store = guard.store
         if isinstance(store, SQLiteStore):
             side = store
         else:  # e.g. redis: the small side records still live in the local SQLite file
-            side_path = str(default_state_path(env))
+            side_path = _default_state(env)
             with self._lock:
                 side = self._sides.get(side_path) or SQLiteStore(side_path)
                 self._sides[side_path] = side
