@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
     if (
         argv
         and argv[0] in AGENTS
-        and not {"--no-daemon", "-h", "--help"}.intersection(argv)
+        and not {"--no-daemon", "--stop-daemon", "-h", "--help"}.intersection(argv)
         and os.environ.get("LOOPWARDEN_HOOK_DAEMON", "1").lower() not in ("0", "off", "no", "false")
         and hasattr(os, "getuid")  # Unix only; elsewhere events are handled in process
     ):
