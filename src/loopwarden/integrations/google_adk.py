@@ -169,17 +169,15 @@ class LoopGuardPlugin(BasePlugin):
             for rg in inv.guards.values():
                 rg.end()
 
-    async def _guard_for(self, inv: _Invocation, agent: str) -> RunGuard:
-        rg = inv.guards.get(agent)
-        if rg is None:
-            rg = inv.guards[agent] = self.guard.run(
-                inv.run_id,
-                session_id=inv.session_id if inv.session_id is not None else self.guard.session_id,
-                agent_id=self.agent_id if self.agent_id is not None else agent,
-                tools=(),
-            )
-            if inv.arm:
-                await rg.aon_compaction()
+    async def _new_guard(self, inv: _Invocation, agent: str) -> RunGuard:
+        rg = inv.guards[agent] = self.guard.run(
+            inv.run_id,
+            session_id=inv.session_id if inv.session_id is not None else self.guard.session_id,
+            agent_id=self.agent_id if self.agent_id is not None else agent,
+            tools=(),
+        )
+        if inv.arm:
+            await rg.aon_compaction()
         return rg
 
     async def _arm(self, inv: _Invocation) -> None:
@@ -235,9 +233,14 @@ class LoopGuardPlugin(BasePlugin):
     ) -> dict[str, Any] | None:
         try:
             inv = self._invocation(tool_context.invocation_id, tool_context.session)
-            rg = await self._guard_for(inv, tool_context.agent_name)
+            agent = tool_context.agent_name
+            rg = inv.guards.get(agent)
+            if rg is None:
+                rg = await self._new_guard(inv, agent)
             name = tool.name
-            _mark(rg, name, not _is_placeholder(tool))
+            registered = not _is_placeholder(tool)
+            if registered != (name in (rg.tools or ())):
+                _mark(rg, name, registered)
             call_id = tool_context.function_call_id
         except Exception:
             logger.exception("loopwarden could not check a call of %s; allowing it", tool.name)

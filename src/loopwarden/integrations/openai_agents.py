@@ -395,6 +395,7 @@ class LoopGuardForAgents:
         except LoopAbort as exc:
             raise _for_agents(exc) from None
         if decision.blocked:
+            run.params.pop(call_id, None)  # not run: no output guardrail will ask for it
             return ToolGuardrailFunctionOutput.reject_content(
                 decision.message or "", output_info=_info(decision.action, decision)
             )
