@@ -27,11 +27,10 @@ import os
 import re
 import shlex
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack, contextmanager, suppress
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -63,6 +62,7 @@ from ..errors import LoopAbort  # noqa: E402
 from ..guard import LoopGuard, RunGuard  # noqa: E402
 from ._base import append_note, resolve_guard  # noqa: E402
 from ._mcp_runs import DEFAULT_RUN_IDLE_SECONDS, RunTable  # noqa: E402
+from ._mcp_stdio import stdio_channel  # noqa: E402
 
 if TYPE_CHECKING:
     from mcp.client._transport import Transport
@@ -528,9 +528,19 @@ class GuardedProxy:
         """Serve one client over this process's stdin/stdout until stdin closes (or cancelled)."""
         from mcp.server.stdio import stdio_server
 
-        lines: Any = _StdinLines()
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):
-            await self.server.run(read_stream, write_stream, self.initialization_options())
+        # The wire gets a private copy of fd 1; fd 1 itself now points at stderr,
+        # so a stray print() from any library cannot corrupt the protocol.
+        wire = os.dup(1)
+        os.dup2(2, 1)
+        try:
+            async with (
+                stdio_channel(0, wire) as (lines, writer),
+                stdio_server(stdin=lines, stdout=writer) as (read_stream, write_stream),
+            ):
+                await self.server.run(read_stream, write_stream, self.initialization_options())
+        finally:
+            os.dup2(wire, 1)
+            os.close(wire)
 
     async def serve_http(
         self,
@@ -955,50 +965,6 @@ class _Uvicorn:
                 yield
 
         return Server(config)
-
-
-class _StdinLines:
-    """stdin lines read by a daemon thread with ``os.read``.
-
-    The SDK reads stdin in an anyio worker thread that cannot be interrupted,
-    so a SIGTERM while the client is quiet would wait for the next line (and
-    interpreter exit would wait for that thread). A daemon thread blocked in
-    ``os.read`` (no buffered-reader lock held) can simply be left behind.
-    """
-
-    def __init__(self, fd: int = 0) -> None:
-        self._fd = fd
-        self._send, self._recv = anyio.create_memory_object_stream[str](16)
-        self._token = anyio.lowlevel.current_token()
-        threading.Thread(target=self._pump, name="loopwarden-mcp-stdin", daemon=True).start()
-
-    def _pump(self) -> None:
-        send, token = self._send, self._token
-        pending = b""
-        try:
-            while True:
-                chunk = os.read(self._fd, 65536)
-                if not chunk:
-                    break
-                *lines, pending = (pending + chunk).split(b"\n")
-                for line in lines:
-                    anyio.from_thread.run(send.send, line.decode("utf-8", "replace"), token=token)
-            if pending.strip():
-                anyio.from_thread.run(send.send, pending.decode("utf-8", "replace"), token=token)
-        except Exception:  # the loop is gone or stdin broke: nothing left to feed
-            pass
-        finally:
-            with suppress(Exception):
-                anyio.from_thread.run_sync(send.close, token=token)
-
-    def __aiter__(self) -> _StdinLines:
-        return self
-
-    async def __anext__(self) -> str:
-        try:
-            return await self._recv.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
 
 
 @contextmanager
