@@ -372,6 +372,10 @@ class RunGuard:
         st.started = True
         cfg = self.config
         window = st.window
+        if st.blocked:
+            # A new call under a call id that was blocked before (callers need not
+            # report blocked calls back, and scripted models reuse ids).
+            st.blocked.pop(ckey, None)
         if st.stopped is not None:
             return self._stopped_again(st, tool, ckey, first)
         if unknown or self.tools is not None:

@@ -132,6 +132,18 @@ class TestEscalation:
         assert len(records) == 6 and records[-1]["veto"] is True
         assert records[-1]["result_hash"] == records[-2]["result_hash"]
 
+    def test_blocked_call_ids_can_be_reused(self) -> None:
+        """A blocked call need not be reported back; its id may come again with a real call."""
+        run = lw.LoopGuard(SMALL).run()
+        for i in range(5):
+            run.before_call("t", {}, call_id=f"c{i}")
+            run.after_call("t", {}, call_id=f"c{i}", result="same")
+        assert run.before_call("t", {}, call_id="reused").blocked
+        assert not run.before_call("other", {"x": 1}, call_id="reused").blocked
+        run.after_call("other", {"x": 1}, call_id="reused", result="fresh")
+        records = run.snapshot()["records"]
+        assert records[-1]["tool_name"] == "other" and records[-1]["result_hash"] is not None
+
     def test_parallel_calls_pair_by_call_id(self) -> None:
         """Outcomes reported in another order attach to their own calls."""
         # Two tools called side by side every turn alternate in the history, which the
