@@ -155,19 +155,28 @@ def _error_outcome(message: str) -> Outcome:
     return Outcome("error:" + digest(message), extract_unknown_tool_name(message), True)
 
 
-def _content_text(content: Any) -> str:
+def _content_parts(content: Any) -> tuple[str, list[Any]]:
+    """The joined text of the text blocks, and the blocks that carry no text.
+
+    Blocks without text (images, audio, resources) are kept aside so that two
+    different screenshots are not mistaken for the same result.
+    """
     if isinstance(content, str):
-        return content.strip()
+        return content.strip(), []
     if not isinstance(content, list):
-        return ""
-    parts = [
-        block["text"]
-        for block in content
-        if isinstance(block, Mapping)
-        and isinstance(block.get("type"), str)
-        and isinstance(block.get("text"), str)
-    ]
-    return "\n".join(parts).strip()
+        return "", []
+    texts: list[str] = []
+    others: list[Any] = []
+    for block in content:
+        if (
+            isinstance(block, Mapping)
+            and isinstance(block.get("type"), str)
+            and isinstance(block.get("text"), str)
+        ):
+            texts.append(block["text"])
+        else:
+            others.append(block)
+    return "\n".join(texts).strip(), others
 
 
 def _scrub(value: Any, profile: OutcomeProfile) -> Any:
@@ -313,18 +322,18 @@ def _hash_outcome(
     if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
         return _NO_OUTCOME  # our own block answer: the guard records the veto itself
 
+    others: list[Any] = []
     if content is _ABSENT:
         text = ""
     elif type(content) is list and len(content) == 1 and type(content[0]) is dict:
         block = content[0]
         text_value = block.get("text")
-        text = (
-            text_value.strip()
-            if type(text_value) is str and isinstance(block.get("type"), str)
-            else ""
-        )
+        if type(text_value) is str and isinstance(block.get("type"), str):
+            text = text_value.strip()
+        else:
+            text, others = "", [block]
     else:
-        text = _content_text(content)
+        text, others = _content_parts(content)
     if get("isError") is True or get("is_error") is True:
         return _error_outcome(text or "error")
     if tool == "exec":
@@ -347,5 +356,7 @@ def _hash_outcome(
     ):
         stripped = _strip_send_ids(details)
         return Outcome(digest(_scrub(stripped, profile) if scrub else stripped))  # type: ignore[arg-type]
-    identity = {"details": details, "text": text}
-    return Outcome(digest(_scrub(identity, profile) if scrub else identity))  # type: ignore[arg-type]
+    generic: dict[str, Any] = {"details": details, "text": text}
+    if others:
+        generic["blocks"] = others
+    return Outcome(digest(_scrub(generic, profile) if scrub else generic))  # type: ignore[arg-type]

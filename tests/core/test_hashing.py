@@ -305,13 +305,34 @@ class TestOutcomeHash:
             ],
             "details": {"ok": True},
         }
-        expected = digest({"details": {"ok": True}, "text": "a \nb"})
+        expected = digest(
+            {"details": {"ok": True}, "text": "a \nb", "blocks": [{"type": "image", "data": "..."}]}
+        )
         assert hash_outcome("read", {}, result=result).hash == expected
+        text_only = {"content": [{"type": "text", "text": " a "}], "details": {"ok": True}}
+        assert hash_outcome("read", {}, result=text_only).hash == digest(
+            {"details": {"ok": True}, "text": "a"}
+        )
         assert hash_outcome("read", {}, result={"content": " same "}).hash == digest(
             {"details": {}, "text": "same"}
         )
         assert hash_outcome("read", {}, result={"details": "not a mapping"}).hash == digest(
             {"details": {}, "text": ""}
+        )
+
+    def test_results_without_text_are_not_confused(self) -> None:
+        """Two different screenshots are two different outcomes (SPEC hashes text only)."""
+
+        def shot(data: str) -> dict[str, Any]:
+            return {"content": [{"type": "image", "data": data, "mimeType": "image/png"}]}
+
+        assert (
+            hash_outcome("screenshot", {}, result=shot("AAAA")).hash
+            != hash_outcome("screenshot", {}, result=shot("BBBB")).hash
+        )
+        assert (
+            hash_outcome("screenshot", {}, result=shot("AAAA")).hash
+            == hash_outcome("screenshot", {}, result=shot("AAAA")).hash
         )
 
     def test_mcp_structured_content_and_errors(self) -> None:
