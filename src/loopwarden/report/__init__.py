@@ -50,20 +50,19 @@ class ReplayMeta:
 
     def describe(self) -> str:
         block = self.effective
-        base = self.config_source or "built-in default (enabled: true)"
+        base = self.config_source or "built-in defaults"
         parts = [
-            f"config {base}",
-            f"enabled={_word(block.get('enabled'))}",
-            f"warning={block.get('warningThreshold')}",
-            f"critical={block.get('criticalThreshold')}",
-            f"breaker={block.get('globalCircuitBreakerThreshold')}",
-            f"history={block.get('historySize')}",
+            f"config: {base} (enabled: {_word(block.get('enabled'))})",
+            f"warning {block.get('warningThreshold')}",
+            f"critical {block.get('criticalThreshold')}",
+            f"breaker {block.get('globalCircuitBreakerThreshold')}",
+            f"history {block.get('historySize')}",
         ]
         if self.agent:
             parts.insert(1, f"agent {self.agent}")
         if self.overrides:
-            parts.append("overrides " + ", ".join(f"{k}={v}" for k, v in self.overrides.items()))
-        return "; ".join(parts)
+            parts.append("--set " + ", ".join(f"{k}={_word(v)}" for k, v in self.overrides.items()))
+        return " · ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
