@@ -388,7 +388,8 @@ table{border-collapse:collapse;background:#fff;border:1px solid var(--line);widt
 th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 th{background:#eef0f4;font-weight:600;font-size:12px;white-space:nowrap}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.src{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px;word-break:break-all}
+td.src{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px;word-break:break-all;
+min-width:14em}
 td.msg{color:var(--muted);font-size:12px}
 .pill{display:inline-block;border-radius:10px;padding:0 8px;font-size:11px;font-weight:700;
 color:#fff;background:var(--ok)}.pill.warning{background:var(--warn)}
