@@ -15,7 +15,7 @@ every tool call, and ``import loopwarden.cli`` must not pay for the engine.
 
 from __future__ import annotations
 
-import importlib
+import sys
 
 # Not typing.TYPE_CHECKING: importing typing alone costs more than this module.
 TYPE_CHECKING = False
@@ -89,7 +89,10 @@ __all__ = sorted([*_EXPORTS, "__version__"])
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is not None:
-        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        # __import__ rather than importlib: importlib pulls in `warnings`, which a
+        # coding-agent hook would pay for on every tool call.
+        __import__(f"{__name__}.{module}")
+        value = getattr(sys.modules[f"{__name__}.{module}"], name)
         globals()[name] = value
         return value
     if name == "__version__":

@@ -116,7 +116,8 @@ def detect_in_window(
                 "critical",
                 UNKNOWN_TOOL_REPEAT,
                 ustreak,
-                _unknown_message(uname, ustreak),
+                # The name as the model called it, when the error names this tool.
+                _unknown_message(tool if tool.lower() == uname else uname, ustreak),
                 f"unknown-tool:{tool}:{uname}",
                 tool_name=tool,
                 latest_result_hash=last.result_hash,

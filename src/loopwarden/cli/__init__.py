@@ -8,7 +8,6 @@ exposes ``main(argv: list[str]) -> int``.
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 TYPE_CHECKING = False
@@ -94,6 +93,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = f" Did you mean '{close[0]}'?" if close else ""
         print(f"{_USAGE}\nloopwarden: error: unknown command '{name}'.{hint}", file=sys.stderr)
         return 2
-    module = importlib.import_module(entry[0])
-    code: int = module.main(args[1:])
+    __import__(entry[0])  # not importlib: see loopwarden/__init__.py
+    code: int = sys.modules[entry[0]].main(args[1:])
     return code
