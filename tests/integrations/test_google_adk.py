@@ -199,6 +199,22 @@ def test_stuck_agent_is_warned_then_blocked_then_stopped(mode: str, events: Even
     assert plugin._invocations == {}  # the failed run's state was dropped
 
 
+async def test_stuck_agent_with_a_sqlite_store(tmp_path: Path, events: Events) -> None:
+    # A store that does I/O: the plugin goes through the guard's async methods.
+    ran: list[str] = []
+    model = Scripted(model="scripted", steps=stuck(12))
+    plugin = LoopGuardPlugin(SMALL, store=f"sqlite:///{tmp_path / 'lw.db'}", on_event=events)
+    runner = runner_for(LlmAgent(name="poller", model=model, tools=[poller(ran)]), plugin)
+    try:
+        with pytest.raises(RuntimeError) as caught:
+            await ask(runner, "hi")
+    finally:
+        plugin.guard.close()
+    assert isinstance(loop_abort(caught.value), lw.CircuitBreakerTripped)
+    assert len(ran) == 5
+    assert events.actions() == ["warn", "block", "block", "stop"]
+
+
 async def test_progressing_agent_with_default_config_is_never_blocked(events: Events) -> None:
     ran: list[str] = []
     steps = stuck(24) + [[("poll_status", {"job": str(i)}, f"d{i}")] for i in range(8)]

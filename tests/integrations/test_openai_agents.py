@@ -16,6 +16,7 @@ from agents import (
     AgentHooks,
     Runner,
     SQLiteSession,
+    ToolOutputText,
     function_tool,
     set_tracing_disabled,
 )
@@ -147,6 +148,22 @@ def test_stuck_agent_is_warned_then_blocked_then_stopped(mode: str, events: Even
     assert len(model.calls) == 8  # the run ended at the 8th call: no further model turn
     assert events.actions() == ["warn", "block", "block", "stop"]
     assert {e.agent_id for e in events.items} == {"poller"}
+
+
+async def test_stuck_agent_with_a_sqlite_store(tmp_path: Path, events: Events) -> None:
+    # A store that does I/O: the integration goes through the guard's async methods.
+    ran: list[str] = []
+    model = ScriptedModel(stuck(12))
+    guard = LoopGuardForAgents(SMALL, store=f"sqlite:///{tmp_path / 'lw.db'}", on_event=events)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
+    try:
+        with pytest.raises(lw.CircuitBreakerTripped):
+            await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+    finally:
+        guard.guard.close()
+    assert len(ran) == 5
+    assert outputs(model)["c3"].startswith("pending\n\n" + WARNING)
+    assert events.actions() == ["warn", "block", "block", "stop"]
 
 
 def test_progressing_agent_with_default_config_is_never_blocked(events: Events) -> None:
@@ -352,6 +369,26 @@ async def test_failing_tool_is_recorded_as_an_error_and_blocked(tmp_path: Path) 
     assert seen["c5"].startswith(BLOCKED)
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [line["is_error"] for line in lines if line["type"] == "outcome"] == [True] * 5
+
+
+async def test_content_item_outputs_are_kept_and_the_warning_is_logged(
+    events: Events, lw_logs: Any
+) -> None:
+    @function_tool
+    def poll_status(job: str) -> ToolOutputText:
+        """Status of a background job."""
+        return ToolOutputText(text="pending")
+
+    model = ScriptedModel(stuck(4))
+    guard = LoopGuardForAgents(SMALL, on_event=events)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_status]))
+
+    await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+
+    assert events.actions() == ["warn"]
+    # The SDK still sends the text item as such; the warning went to the log only.
+    assert outputs(model)["c3"] == [{"type": "input_text", "text": "pending"}]
+    assert "could not append its warning to the content items" in lw_logs.text
 
 
 async def test_users_hooks_guardrails_and_formatter_keep_working(events: Events) -> None:

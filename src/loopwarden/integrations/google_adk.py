@@ -40,6 +40,7 @@ from .._logging import logger
 from ..config import ConfigSource
 from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
+from ..stores.memory import MemoryStore
 from ._base import append_note, require, resolve_guard
 
 require("google.adk", "google-adk")
@@ -150,6 +151,9 @@ class LoopGuardPlugin(BasePlugin):
         super().__init__(name=name)
         self.guard = resolve_guard(guard, **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
+        # An in-process store never waits: on the per-call path the plain methods
+        # spare the coroutine layers of their async twins.
+        self._inline = isinstance(self.guard.store, MemoryStore)
         self._invocations: dict[str, _Invocation] = {}
 
     # -- invocation bookkeeping ------------------------------------------------
@@ -246,7 +250,10 @@ class LoopGuardPlugin(BasePlugin):
             logger.exception("loopwarden could not check a call of %s; allowing it", tool.name)
             return None
         # CircuitBreakerTripped propagates: ADK ends the run with it.
-        decision = await rg.abefore_call(name, tool_args, call_id)
+        if self._inline:
+            decision = rg.before_call(name, tool_args, call_id)
+        else:
+            decision = await rg.abefore_call(name, tool_args, call_id)
         if decision.blocked:
             if call_id is not None:
                 inv.blocked.add(call_id)
@@ -279,9 +286,11 @@ class LoopGuardPlugin(BasePlugin):
         if rg is None:
             return None
         # CompactionLoopPersisted propagates: ADK ends the run with it.
-        note = await rg.aafter_call(
-            tool.name, tool_args, tool_context.function_call_id, result=result
-        )
+        call_id = tool_context.function_call_id
+        if self._inline:
+            note = rg.after_call(tool.name, tool_args, call_id, result=result)
+        else:
+            note = await rg.aafter_call(tool.name, tool_args, call_id, result=result)
         if not note:
             return None
         changed: dict[str, Any] = _with_note(result, note)

@@ -55,6 +55,7 @@ from ..config import ConfigSource
 from ..errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
 from ..guard import LoopGuard, RunGuard
 from ..hashing import MISSING
+from ..stores.memory import MemoryStore
 from ._base import append_note, parse_arguments, require, resolve_guard
 
 require("agents", "openai-agents")
@@ -168,12 +169,15 @@ def _remember(table: dict[str, Any], key: str, value: Any) -> None:
         del table[next(iter(table))]
 
 
-def _is_rich(output: Any) -> bool:
-    """Image/file tool outputs, which a text note cannot be appended to without losing them."""
+_CONTENT_TYPES = frozenset({"text", "image", "file", "input_text", "input_image", "input_file"})
+
+
+def _is_structured(output: Any) -> bool:
+    """Text/image/file content items, which the SDK sends as such: a note cannot join them."""
     items = output if isinstance(output, (list, tuple)) else (output,)
     for item in items:
         kind = item.get("type") if isinstance(item, dict) else getattr(item, "type", None)
-        if kind in ("image", "file", "input_image", "input_file"):
+        if kind in _CONTENT_TYPES:
             return True
     return False
 
@@ -243,6 +247,9 @@ class LoopGuardForAgents:
     ) -> None:
         self.guard = resolve_guard(guard, **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
+        # An in-process store never waits: on the per-call path the plain methods
+        # spare the coroutine layers of their async twins.
+        self._inline = isinstance(self.guard.store, MemoryStore)
         self.input_guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._check_call, name=_GUARDRAIL_NAME
         )
@@ -391,7 +398,10 @@ class LoopGuardForAgents:
             logger.exception("loopwarden could not check a call of %s; allowing it", ctx.tool_name)
             return _ALLOW
         try:
-            decision = await rg.abefore_call(name, params, call_id)
+            if self._inline:
+                decision = rg.before_call(name, params, call_id)
+            else:
+                decision = await rg.abefore_call(name, params, call_id)
         except LoopAbort as exc:
             raise _for_agents(exc) from None
         if decision.blocked:
@@ -418,17 +428,19 @@ class LoopGuardForAgents:
             logger.exception("loopwarden could not record an outcome of %s", ctx.tool_name)
             return _ALLOW
         try:
-            if error is MISSING:
-                note = await rg.aafter_call(ctx.tool_name, params, call_id, result=output)
+            if self._inline:
+                note = rg.after_call(ctx.tool_name, params, call_id, result=output, error=error)
             else:
-                note = await rg.aafter_call(ctx.tool_name, params, call_id, error=error)
+                note = await rg.aafter_call(
+                    ctx.tool_name, params, call_id, result=output, error=error
+                )
         except LoopAbort as exc:
             raise _for_agents(exc) from None
         if not note:
             return _ALLOW
-        if _is_rich(output):
+        if _is_structured(output):
             logger.warning(
-                "loopwarden could not append its warning to the image/file output of %s",
+                "loopwarden could not append its warning to the content items output by %s",
                 ctx.tool_name,
             )
             return _ALLOW
