@@ -502,8 +502,12 @@ class Config:
             self._cache[key] = cached
         return cached
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> Config:
-        """A copy whose global block has ``overrides`` (camelCase, dotted) laid over it."""
+    def with_overrides(self, overrides: Mapping[str, Any], *, all_agents: bool = False) -> Config:
+        """A copy whose global block has ``overrides`` (camelCase, dotted) laid over it.
+
+        With ``all_agents`` the overrides are laid over every agent's block too,
+        so they win everywhere (what a command-line ``--set`` means).
+        """
         nested: dict[str, Any] = {}
         for key, value in overrides.items():
             head, _, tail = key.partition(".")
@@ -516,7 +520,13 @@ class Config:
         if issues:
             raise ConfigError(issues)
         merged, _ = _merge(self._global, clean)
-        return Config(merged, self._agents, self.settings, source=self.source, raw=self.raw)
+        agents = self._agents
+        if all_agents:
+            agents = {
+                agent_id: _AgentBlock(_merge(entry.block, clean)[0], entry.path)
+                for agent_id, entry in agents.items()
+            }
+        return Config(merged, agents, self.settings, source=self.source, raw=self.raw)
 
 
 _FIELD_NAMES = {*_BLOCK_KEYS}

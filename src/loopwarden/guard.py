@@ -117,7 +117,8 @@ class LoopGuard:
             config's ``loopwarden.store`` or an in-memory store.
         on_event: callbacks that receive every :class:`~loopwarden.events.LoopEvent`.
         fail_closed: on an internal error, block the call instead of allowing it.
-        run_record: path of a JSONL run record (calls, outcomes, events).
+        run_record: path of a JSONL run record (calls, outcomes, events); ``False``
+            turns off a record the config asks for.
         log_params: include raw params and results in the run record.
     """
 
@@ -129,7 +130,7 @@ class LoopGuard:
         store: Store | str | None = None,
         on_event: EventSink | Sequence[EventSink] | None = None,
         fail_closed: bool | None = None,
-        run_record: str | os.PathLike[str] | None = None,
+        run_record: str | os.PathLike[str] | Literal[False] | None = None,
         log_params: bool | None = None,
         session_id: str | None = None,
     ) -> None:
@@ -158,7 +159,7 @@ class LoopGuard:
             sinks.extend(on_event)
         record_path = run_record if run_record is not None else settings.run_record
         self.run_record: JsonlRunRecord | None = None
-        if record_path is not None:
+        if record_path is not None and record_path is not False:
             self.run_record = JsonlRunRecord(
                 record_path,
                 log_params=log_params if log_params is not None else settings.log_params,
@@ -256,11 +257,14 @@ class RunGuard:
         self.end()
 
     def end(self) -> None:
-        """Forget this run's state."""
+        """The run is over: forget its state (and mark its end in the run record)."""
         try:
             self._store.delete(self.key)
         except Exception:
             logger.exception("loopwarden could not delete state of run %s", self.run_id)
+        self._state = None
+        if self._record is not None:
+            self._record.write({"type": "run_end", "ts": time.time(), "run_id": self.run_id})
 
     # -- before a call -----------------------------------------------------
     def _prepare(
@@ -287,7 +291,7 @@ class RunGuard:
             outcome = self._run(self._before, tool, sig, poll, ckey, cid, unknown)
         except Exception as exc:
             return self._failed("before_call", exc)
-        return self._finish_before(outcome, tool, sig, cid, params)
+        return self._finish_before(outcome, tool, sig, cid, params, poll)
 
     async def abefore_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
         """Async form of :meth:`before_call`."""
@@ -299,7 +303,7 @@ class RunGuard:
             outcome = await self._arun(self._before, tool, sig, poll, ckey, cid, unknown)
         except Exception as exc:
             return self._failed("before_call", exc)
-        return self._finish_before(outcome, tool, sig, cid, params)
+        return self._finish_before(outcome, tool, sig, cid, params, poll)
 
     def before_call_hashed(
         self, tool: str, args_hash: str, *, call_id: str | None = None, poll: bool = False
@@ -313,7 +317,7 @@ class RunGuard:
             outcome = self._run(self._before, tool, args_hash, poll, ckey, call_id, unknown)
         except Exception as exc:
             return self._failed("before_call", exc)
-        return self._finish_before(outcome, tool, args_hash, call_id, None)
+        return self._finish_before(outcome, tool, args_hash, call_id, None, poll)
 
     def _finish_before(
         self,
@@ -322,6 +326,7 @@ class RunGuard:
         sig: str,
         call_id: str | None,
         params: Any,
+        poll: bool,
     ) -> Decision:
         decision, event, abort, first = outcome
         record = self._record
@@ -336,6 +341,7 @@ class RunGuard:
                     "call_id": call_id,
                     "tool": tool,
                     "args_hash": sig,
+                    "poll": poll,
                     "params": record.raw(params),
                     "decision": decision.action if abort is None else "stop",
                 }

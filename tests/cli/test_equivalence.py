@@ -178,3 +178,46 @@ def test_poll_params_in_record_keep_poll_rules(tmp_path: Path) -> None:
     assert {detector for detector, _ in seen} >= {"known_poll_no_progress"}
     report = replay_json(str(record), *SETS)
     assert [(e["detector"], e["count"]) for e in report["runs"][0]["events"]] == seen
+
+
+def test_poll_flag_keeps_poll_rules_without_params(tmp_path: Path) -> None:
+    """Without logParams the record's `poll` flag tells replay that `process` calls poll."""
+    record = tmp_path / "polls.jsonl"
+    seen: list[tuple[str, int]] = []
+    guard = lw.LoopGuard(
+        CONFIG, run_record=record, on_event=lambda e: seen.append((e.detector, e.count))
+    )
+    run = guard.run("poller")
+    result = {"content": [{"type": "text", "text": "running"}], "details": {"status": "running"}}
+    try:
+        for index in range(12):
+            params = {"action": "poll", "sessionId": "s1"}
+            if not run.before_call("process", params, call_id=f"p{index}").blocked:
+                run.after_call("process", params, call_id=f"p{index}", result=result)
+    except lw.LoopAbort:
+        pass
+    guard.close()
+    assert "params" not in record.read_text().replace('"params":null', "")
+    assert {detector for detector, _ in seen} == {
+        "known_poll_no_progress",
+        "global_circuit_breaker",
+    }
+    report = replay_json(str(record), *SETS)
+    assert [(e["detector"], e["count"]) for e in report["runs"][0]["events"]] == seen
+
+
+def test_run_end_lines_separate_runs_with_one_id(tmp_path: Path) -> None:
+    """A run id used again after run.end() is a new run in replay, as it was live."""
+    record = tmp_path / "reused.jsonl"
+    guard = lw.LoopGuard(CONFIG, run_record=record)
+    for _ in range(2):
+        with guard.run("nightly") as run:
+            for index in range(4):
+                run.before_call("status", {"job": 1}, call_id=str(index))
+                run.after_call("status", {"job": 1}, call_id=str(index), result="pending")
+    guard.close()
+    report = replay_json(str(record), *SETS)
+    assert [(run["run"], run["calls"]) for run in report["runs"]] == [
+        ("nightly", 4),
+        ("nightly", 4),
+    ]

@@ -407,3 +407,19 @@ class TestFiles:
         assert cfg.for_agent(None).warning_threshold == 10
         with pytest.raises(lw.ConfigError):
             cfg.with_overrides({"warningThreshold": 0})
+
+
+class TestOverridesEverywhere:
+    def test_all_agents(self) -> None:
+        cfg = lw.load_config(
+            {
+                "tools": {"loopDetection": {"enabled": True}},
+                "agents": {
+                    "list": [{"id": "a", "tools": {"loopDetection": {"warningThreshold": 4}}}]
+                },
+            }
+        )
+        assert cfg.with_overrides({"warningThreshold": 7}).for_agent("a").warning_threshold == 4
+        everywhere = cfg.with_overrides({"warningThreshold": 7}, all_agents=True)
+        assert everywhere.for_agent("a").warning_threshold == 7
+        assert everywhere.for_agent(None).warning_threshold == 7

@@ -494,3 +494,20 @@ class TestStateSerialisation:
         assert copy.guard.armed and copy.buckets == state.buckets
         with pytest.raises(ValueError):
             RunState.from_bytes(b'{"v": 99}', config)
+
+
+class TestRunRecordLines:
+    def test_poll_flag_run_end_and_disabling(self, tmp_path: Path) -> None:
+        path = tmp_path / "run.jsonl"
+        config = {**ON, "loopwarden": {"runRecord": str(path)}}
+        guard = lw.LoopGuard(config)
+        with guard.run("r1") as run:
+            run.before_call("process", {"action": "poll", "sessionId": "s"}, call_id="1")
+            run.before_call("read", {"path": "/a"}, call_id="2")
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        calls = [line for line in lines if line["type"] == "call"]
+        assert [c["poll"] for c in calls] == [True, False]
+        assert lines[-1] == {"type": "run_end", "ts": lines[-1]["ts"], "run_id": "r1"}
+        quiet = lw.LoopGuard(config, run_record=False)
+        quiet.run("r2").before_call("read", {}, call_id="x")
+        assert "r2" not in path.read_text()

@@ -130,7 +130,7 @@ def parse_sets(values: Sequence[str]) -> dict[str, Any]:
 def load_cli_config(
     path: str | None, overrides: dict[str, Any], *, default: dict[str, Any] | None = None
 ) -> Any:
-    """Load ``path`` (or ``default``), lay the overrides over the global block.
+    """Load ``path`` (or ``default``), lay the overrides over the global and every agent block.
 
     Config mistakes become :class:`UsageFailure` with every problem listed.
     """
@@ -140,7 +140,7 @@ def load_cli_config(
     try:
         config = load_config(path if path is not None else default)
         if overrides:
-            config = config.with_overrides(overrides)
+            config = config.with_overrides(overrides, all_agents=True)
             if path is not None:
                 config.source = path
     except ConfigError as exc:

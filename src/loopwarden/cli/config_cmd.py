@@ -133,7 +133,7 @@ def check_command(
         return EXIT_FAIL
     if overrides:
         try:
-            config = config.with_overrides(overrides)
+            config = config.with_overrides(overrides, all_agents=True)
         except ConfigError as exc:
             raise UsageFailure(f"--set: {exc}") from None
 
@@ -219,7 +219,7 @@ def _view(
         source = cfg.source_of(key)
         line: int | None = None
         detail: str | None = None
-        if source == "global" and key in overrides:
+        if source in ("global", "agent") and key in overrides:
             source = "override"
         elif source == "global":
             line = lines.get(("tools", "loopDetection", *key.split(".")))

@@ -48,9 +48,16 @@ class TraceSink(Protocol):
         ...
 
     def call_hashed(
-        self, key: str, call_id: str | None, tool: str, args_hash: str, line: Loc, params: Any
+        self,
+        key: str,
+        call_id: str | None,
+        tool: str,
+        args_hash: str,
+        line: Loc,
+        params: Any,
+        poll: bool | None = None,
     ) -> None:
-        """A call known by its args hash (loopwarden's own run records)."""
+        """A call known by its args hash (loopwarden's own run records); ``poll`` if recorded."""
         ...
 
     def outcome(

@@ -1,15 +1,16 @@
 """loopwarden's own JSONL run record (written by ``LoopGuard(run_record=...)``).
 
-Lines have a ``type`` of ``run_start``, ``call``, ``outcome``, ``compaction`` or
-``event`` and a ``run_id``; calls and outcomes carry the hashes the live guard
-computed, so replay feeds them to ``before_call_hashed``/``after_call_hashed``
-and never needs the raw params.
+Lines have a ``type`` of ``run_start``, ``call``, ``outcome``, ``compaction``,
+``event`` or ``run_end`` and a ``run_id``; calls and outcomes carry the hashes
+the live guard computed, so replay feeds them to ``before_call_hashed``/
+``after_call_hashed`` and never needs the raw params.
 
 A run is one ``run_id``. Several processes may append to one file, so runs
-interleave; a run is closed at the end of the file, when a new ``run_start``
-reuses its id, or when more than ``max_open_runs`` runs are open at once (the
-least recently active half is closed; a later line of a closed run starts a
-new run with the same id). That bound keeps memory constant on huge files.
+interleave; a run is closed at its ``run_end`` line, at the end of the file,
+when a new ``run_start`` reuses its id, or when more than ``max_open_runs``
+runs are open at once (the least recently active half is closed; a later line
+of a closed run starts a new run with the same id). That bound keeps memory
+constant on huge files.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ._sink import Loc, TraceSink
 __all__ = ["MAX_OPEN_RUNS", "read"]
 
 MAX_OPEN_RUNS = 256
-_TYPES = frozenset({"run_start", "call", "outcome", "compaction", "event"})
+_TYPES = frozenset({"run_start", "call", "outcome", "compaction", "event", "run_end"})
 _UNSET = object()
 
 
@@ -62,6 +63,12 @@ def read(
             continue
         kind = rec.get("type")
         run_id = rec.get("run_id")
+        if kind == "run_end":
+            if run_id.__class__ is str and run_id in active:
+                del active[run_id]
+                sink.end_run(prefix + run_id)
+            prev_run = _UNSET
+            continue
         if run_id != prev_run or kind == "run_start":
             if run_id.__class__ is not str or not run_id:
                 sink.problem(loc, f"{kind or 'record'} without a run_id")
@@ -94,6 +101,7 @@ def read(
                 sink.problem(loc, "call without a tool name or args_hash")
                 continue
             call_id = rec.get("call_id")
+            poll = rec.get("poll")
             call_hashed(
                 key,
                 call_id if call_id.__class__ is str else None,
@@ -101,6 +109,7 @@ def read(
                 sig,
                 loc,
                 rec.get("params"),
+                poll if poll.__class__ is bool else None,
             )
         elif kind == "outcome":
             tool = rec.get("tool")
@@ -128,6 +137,7 @@ def read(
             sink.compaction(key, loc)
         elif kind == "event":
             sink.live_event(key)
+
         elif kind != "run_start":
             sink.problem(loc, f"unknown record type {kind!r}")
     for run_id in active:

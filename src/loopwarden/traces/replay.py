@@ -547,6 +547,7 @@ class Replayer:
         args_hash: str,
         line: Loc,
         params: Any = None,
+        poll: bool | None = None,
     ) -> None:
         """A call known by its args hash (``before_call_hashed``). The replay hot path."""
         run = self._last_run if key is self._last_key else None
@@ -566,7 +567,9 @@ class Replayer:
         pending[call_id] = index  # hashed outcomes carry tool and hash themselves
         if len(pending) > MAX_PENDING:
             del pending[next(iter(pending))]
-        if params is None:
+        if poll is not None:
+            pass  # the live guard recorded it
+        elif params is None:
             # Without params only tool-level poll markers are known (process needs its action).
             poll = self._poll_tools.get(tool)
             if poll is None:
