@@ -125,6 +125,8 @@ def detect_in_window(
             )
     state = window.sigs.get(sig)
     if state is None:
+        if sig != window.pp_other:
+            return None  # a call new to this window can only continue a ping-pong
         streak, latest, repeats = 0, None, 0
     else:
         streak, latest, repeats = state.streak, state.latest, state.count

@@ -237,8 +237,10 @@ class RunGuard:
             if self._attach is None:
                 return self._store.transact(self.key, self.config, lambda st: fn(st, *args))
             state = self._state = self._attach(self.key, self.config)
-        with state.lock:
-            state.updated = time.time()
+        lock = state.lock
+        if lock is None:  # a single-threaded store
+            return fn(state, *args)
+        with lock:
             return fn(state, *args)
 
     async def _arun(self, fn: Callable[..., T], *args: Any) -> T:
@@ -330,6 +332,8 @@ class RunGuard:
     ) -> Decision:
         decision, event, abort, first = outcome
         record = self._record
+        if record is None and event is None and abort is None:
+            return decision
         if record is not None:
             if first:
                 self._write_start(record)
@@ -376,6 +380,7 @@ class RunGuard:
     ) -> tuple[Decision, LoopEvent | None, LoopAbort | None, bool]:
         first = not st.started
         st.started = True
+        st.updated = now = time.time()
         cfg = self.config
         window = st.window
         if st.blocked:
@@ -393,13 +398,13 @@ class RunGuard:
             if det is not None:
                 if det.level == "critical":
                     return self._block(st, det, tool, sig, ckey, call_id, first)
-                window.append(Record(tool, sig, call_id, None, None, None, time.time()))
+                window.append(Record(tool, sig, call_id, None, None, None, now))
                 if not st.should_deliver(det.warning_key, det.count, cfg.warning_threshold):
                     return _ALLOW, None, None, first
                 st.add_note(ckey, det.message)
                 event = self._event("warn", det, tool, call_id)
                 return Decision("warn", det.message, det), event, None, first
-        window.append(Record(tool, sig, call_id, None, None, None, time.time()))
+        window.append(Record(tool, sig, call_id, None, None, None, now))
         return _ALLOW, None, None, first
 
     def _unknown_guard(self, st: RunState, tool: str, unknown: bool) -> Detection | None:
@@ -596,9 +601,9 @@ class RunGuard:
     def _after(
         self, st: RunState, tool: str, sig: str, ckey: str, call_id: str | None, outcome: Outcome
     ) -> tuple[str | None, LoopAbort | None, bool]:
-        if st.blocked.pop(ckey, None) is not None:
+        if st.blocked and st.blocked.pop(ckey, None) is not None:
             return None, None, False  # a blocked call's answer is not an outcome
-        note = st.notes.pop(ckey, None)
+        note = st.notes.pop(ckey, None) if st.notes else None
         h = outcome.hash
         if h is None:
             return note, None, True
@@ -636,6 +641,8 @@ class RunGuard:
     ) -> str | None:
         note, abort, recorded = done
         record = self._record
+        if record is None and abort is None:
+            return note
         if record is not None and recorded:
             record.write(
                 {

@@ -9,7 +9,7 @@ Stores keep these objects (memory) or their bytes (SQLite, Redis).
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 import orjson
@@ -63,8 +63,9 @@ class RunState:
         self.started = False
         self.updated = time.time()
         # Set by in-process stores: a store that hands out live state objects
-        # shares its lock through them and marks states it has dropped.
-        self.lock: AbstractContextManager[Any] = nullcontext()
+        # shares its lock through them (None: single-threaded) and marks states
+        # it has dropped.
+        self.lock: AbstractContextManager[Any] | None = None
         self.detached = False
 
     @classmethod
