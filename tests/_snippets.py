@@ -13,12 +13,20 @@ ROOT = Path(__file__).resolve().parent.parent
 _PATTERN = re.compile(r"<!--\s*snippet:\s*([\w.-]+)\s*-->\s*\n```[\w-]*\n(.*?)\n```", re.DOTALL)
 
 
-def all_snippets() -> dict[str, str]:
-    found: dict[str, str] = {}
+def occurrences() -> list[tuple[str, str, str]]:
+    """Every snippet as (name, file, code), README first."""
+    found: list[tuple[str, str, str]] = []
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         if path.exists():
             for name, code in _PATTERN.findall(path.read_text(encoding="utf-8")):
-                found.setdefault(name, code)
+                found.append((name, path.name, code))
+    return found
+
+
+def all_snippets() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name, _, code in occurrences():
+        found.setdefault(name, code)
     return found
 
 

@@ -10,7 +10,7 @@ import json5
 import pytest
 
 import loopwarden as lw
-from tests._snippets import ROOT, snippet
+from tests._snippets import ROOT, occurrences, snippet
 
 
 def scripted_model(script: list[list[dict[str, Any]]]) -> Any:
@@ -118,3 +118,26 @@ def test_readme_table_matches_defaults() -> None:
     ):
         assert re.search(rf"\| `{key}` \| int ≥ 1 \| {defaults[key]} \|", readme), key
     assert Path(ROOT / "scripts" / "check").exists()
+
+
+def test_snippets_shown_twice_are_identical() -> None:
+    """README repeats some docs examples; the copies must not drift (tests run the first)."""
+    by_name: dict[str, set[str]] = {}
+    for name, _, code in occurrences():
+        by_name.setdefault(name, set()).add(code)
+    assert {name for name, codes in by_name.items() if len(codes) > 1} == set()
+    readme = {name for name, file, _ in occurrences() if file == "README.md"}
+    assert {
+        "quickstart",
+        "langchain-quickstart",
+        "openai-agents-quickstart",
+        "pydantic-ai-quickstart",
+        "google-adk-quickstart",
+        "mcp-claude-code",
+    } <= readme
+
+
+def test_readme_links_exist() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(((?:docs|examples)/[^)]+)\)", readme):
+        assert (ROOT / target).exists(), target
