@@ -88,6 +88,30 @@ class LoopAbort(LoopwardenError):
         self.count = count
         self.detector = detector or self.code
 
+    @staticmethod
+    def find(exc: BaseException | None) -> LoopAbort | None:
+        """The loopwarden stop behind ``exc``, or ``None``.
+
+        Frameworks that wrap errors raised in their callbacks (ADK re-raises them
+        as ``RuntimeError``; task groups raise exception groups) keep ours as the
+        cause or context, or inside the group: this looks through all of them.
+        """
+        seen: set[int] = set()
+        pending = [exc]
+        while pending:
+            current = pending.pop()
+            if current is None or id(current) in seen:
+                continue
+            if isinstance(current, LoopAbort):
+                return current
+            seen.add(id(current))
+            group = getattr(current, "exceptions", None)
+            if isinstance(group, tuple):
+                pending.extend(e for e in reversed(group) if isinstance(e, BaseException))
+            pending.append(current.__context__)
+            pending.append(current.__cause__)
+        return None
+
     def to_dict(self) -> dict[str, object]:
         """Machine-readable form, e.g. for an API response or a hook's stop reason."""
         return {

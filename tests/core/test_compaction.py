@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import logging
 from typing import Any
 
@@ -170,3 +171,22 @@ class TestExceptions:
         exc = lw.CircuitBreakerTripped("stop", tool_name="read", count=30)
         assert isinstance(exc, lw.LoopAbort)
         assert exc.code == "global_circuit_breaker" and exc.count == 30
+
+    def test_find_behind_wrappers(self) -> None:
+        """LoopAbort.find sees through causes, contexts and exception groups."""
+        stop = lw.CircuitBreakerTripped("stop", tool_name="t", count=30)
+        try:
+            try:
+                raise stop
+            except lw.LoopAbort as inner:
+                raise RuntimeError("Error in plugin") from inner
+        except RuntimeError as wrapped:
+            assert lw.LoopAbort.find(wrapped) is stop
+        exception_group = getattr(builtins, "ExceptionGroup", None)
+        if exception_group is None:
+            pytest.skip("exception groups need Python 3.11")
+        group = exception_group("task group", [ValueError("other"), RuntimeError("wrapped")])
+        group.exceptions[1].__cause__ = stop
+        assert lw.LoopAbort.find(group) is stop
+        assert lw.LoopAbort.find(ValueError("unrelated")) is None
+        assert lw.LoopAbort.find(None) is None

@@ -71,13 +71,7 @@ def loop_abort(exc: BaseException | None) -> LoopAbort | None:
     :class:`~loopwarden.errors.CircuitBreakerTripped` or
     :class:`~loopwarden.errors.CompactionLoopPersisted`.
     """
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, LoopAbort):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
+    return LoopAbort.find(exc)
 
 
 class _Invocation:
