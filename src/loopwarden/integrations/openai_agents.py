@@ -48,8 +48,6 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-import orjson
-
 from .._logging import logger
 from ..config import ConfigSource
 from ..errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
@@ -153,14 +151,6 @@ def _mark(rg: RunGuard, name: str, registered: bool) -> None:
         rg.set_tools(tools | {name})
     elif not registered and name in tools:
         rg.set_tools(tools - {name})
-
-
-def _parse(arguments: str) -> Any:
-    """Tool arguments (a JSON string), parsed; orjson first, it is several times faster."""
-    try:
-        return orjson.loads(arguments)
-    except (orjson.JSONDecodeError, TypeError):
-        return parse_arguments(arguments)  # e.g. integers beyond 64 bits, or not JSON at all
 
 
 def _remember(table: dict[str, Any], key: str, value: Any) -> None:
@@ -392,7 +382,7 @@ class LoopGuardForAgents:
             if tools is None or name not in tools:
                 _mark(rg, name, True)
             call_id = ctx.tool_call_id
-            params = _parse(ctx.tool_arguments)
+            params = parse_arguments(ctx.tool_arguments)
             _remember(run.params, call_id, params)
         except Exception:
             logger.exception("loopwarden could not check a call of %s; allowing it", ctx.tool_name)
@@ -423,7 +413,7 @@ class LoopGuardForAgents:
             error = run.errors.pop(call_id, MISSING) if run.errors else MISSING
             params = run.params.pop(call_id, MISSING)
             if params is MISSING:
-                params = _parse(ctx.tool_arguments)
+                params = parse_arguments(ctx.tool_arguments)
         except Exception:
             logger.exception("loopwarden could not record an outcome of %s", ctx.tool_name)
             return _ALLOW
