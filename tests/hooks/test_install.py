@@ -207,3 +207,16 @@ def test_json_error_names_the_line(hook_env: dict[str, str]) -> None:
     path.write_text('{\n  "model": "x",\n  "hooks": {,\n}\n')
     done = install(hook_env, "claude-code")
     assert f"{path}:3:" in done.stderr
+
+
+def test_install_byte_compiles_the_hook_path(hook_env: dict[str, str]) -> None:
+    """Every hook call imports these modules; install leaves their byte code in place."""
+    import importlib.util
+
+    import loopwarden.cli.hook
+
+    target = Path(importlib.util.cache_from_source(loopwarden.cli.hook.__file__))
+    target.unlink(missing_ok=True)
+    done = install(hook_env, "claude-code")
+    assert done.returncode == 0, done.stderr
+    assert target.exists()

@@ -93,6 +93,30 @@ def _hook_args(args: argparse.Namespace) -> list[str]:
     return extra
 
 
+def _precompile_hook_path() -> None:
+    """Write the byte code of the modules every hook call imports.
+
+    ``pip install`` does this for regular installs; editable installs and
+    environments with ``PYTHONDONTWRITEBYTECODE`` would otherwise compile
+    them from source on every tool call. Best effort: a read-only install
+    simply stays as it is.
+    """
+    import importlib.util
+    import py_compile
+
+    import loopwarden
+    import loopwarden.cli.hook
+
+    for module in (loopwarden, sys.modules["loopwarden.cli"], loopwarden.cli.hook):
+        source = getattr(module, "__file__", None)
+        if not source or not source.endswith(".py"):
+            continue
+        try:
+            py_compile.compile(source, cfile=importlib.util.cache_from_source(source), doraise=True)
+        except Exception:  # nothing to gain from failing an install over byte code
+            continue
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     scope: Scope = "project" if args.scope == "project" else "user"
@@ -124,6 +148,7 @@ def main(argv: list[str]) -> int:
     if backup is not None:
         print(f"  backup of the previous file: {backup}")
     if not args.uninstall:
+        _precompile_hook_path()
         print(f"  command: {hook_command(args.agent, _hook_args(args))}")
         note = _NOTES.get(args.agent)
         if note:
