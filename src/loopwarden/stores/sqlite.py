@@ -241,7 +241,9 @@ class SQLiteStore:
             raise self._error("open the file", exc) from None
         return conn
 
-    def _wait(self, conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()) -> None:
+    def _wait(
+        self, conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()
+    ) -> sqlite3.Cursor:
         """Run ``sql``, retrying while another connection holds the lock it needs.
 
         SQLite's own busy handler sleeps 1, 2, 5, 10, ... 100 ms between tries, but a
@@ -249,8 +251,7 @@ class SQLiteStore:
         polls let contending hook processes through several times faster.
         """
         try:
-            conn.execute(sql, params)
-            return
+            return conn.execute(sql, params)
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise
@@ -259,8 +260,7 @@ class SQLiteStore:
         while True:
             time.sleep(delay * (0.5 + random.random()))
             try:
-                conn.execute(sql, params)
-                return
+                return conn.execute(sql, params)
             except sqlite3.OperationalError as exc:
                 if not _busy(exc) or time.monotonic() > deadline:
                     raise
@@ -272,7 +272,9 @@ class SQLiteStore:
         # NORMAL is durable across application crashes in WAL mode; only a power
         # loss can drop the last few commits, which costs a few counted calls.
         conn.execute("PRAGMA synchronous = NORMAL")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        # Another connection may be creating the schema right now (a fresh file
+        # opened by several threads or processes at once): wait for it too.
+        version = self._wait(conn, "PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
             self._migrate(conn)
 
