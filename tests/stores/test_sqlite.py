@@ -161,6 +161,16 @@ class TestTransactions:
         assert sorted(results) == list(range(1, 21))
         store.close()
 
+    async def test_many_first_opens_of_a_fresh_file(self, tmp_path: Path) -> None:
+        """Threads that open a new file at once wait for whichever creates the schema."""
+        for attempt in range(15):
+            store = SQLiteStore(tmp_path / f"fresh-{attempt}.db")
+            results = await asyncio.gather(
+                *(store.atransact(KEY, CONFIG, _workers._bump) for _ in range(12))
+            )
+            assert sorted(results) == list(range(1, 13))
+            store.close()
+
     def test_threads_share_one_store(self, db: Path) -> None:
         store = SQLiteStore(db)
         threads = [
