@@ -26,7 +26,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, unquote
@@ -307,14 +307,30 @@ class SQLiteStore:
         return int(row[0])
 
     # -- the Store protocol ----------------------------------------------------
-    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
-        """Load (or create) the state of ``key``, apply ``fn``, save it: one transaction."""
+    @contextlib.contextmanager
+    def _immediate(self, what: str) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed if the block ends normally, else rolled back.
+
+        SQLite errors become :class:`StoreError` saying what could not be done.
+        """
         conn = self._connection()
         try:
             self._wait(conn, "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise self._error("start a transaction", exc) from None
         try:
+            yield conn
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise self._error(what, exc) from None
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
+        """Load (or create) the state of ``key``, apply ``fn``, save it: one transaction."""
+        with self._immediate("update run state") as conn:
             row = conn.execute("SELECT state FROM runs WHERE key = ?", (key,)).fetchone()
             state = self._load(row[0], config, key) if row is not None else None
             created = state is None
@@ -330,13 +346,6 @@ class SQLiteStore:
             self._ops += 1
             if created or self._ops % _EXPIRE_EVERY == 0:
                 self._expire(conn, now)
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            _rollback(conn)
-            raise self._error("update run state", exc) from None
-        except BaseException:
-            _rollback(conn)
-            raise
         return result
 
     async def atransact(
@@ -422,12 +431,7 @@ class SQLiteStore:
 
         ``new=None`` deletes the record. Side records expire like runs.
         """
-        conn = self._connection()
-        try:
-            self._wait(conn, "BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise self._error("start a transaction", exc) from None
-        try:
+        with self._immediate("update a side record") as conn:
             row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
             new, result = fn(None if row is None else bytes(row[0]))
             if new is None:
@@ -441,13 +445,6 @@ class SQLiteStore:
                 )
                 if row is None:
                     self._expire(conn, now)
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            _rollback(conn)
-            raise self._error("update a side record", exc) from None
-        except BaseException:
-            _rollback(conn)
-            raise
         return result
 
     def delete_value(self, key: str) -> None:
