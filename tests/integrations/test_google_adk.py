@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -22,20 +20,8 @@ from google.genai import types
 import loopwarden as lw
 from loopwarden.integrations.google_adk import WARNING_KEY, LoopGuardPlugin, loop_abort
 from tests._snippets import snippet
+from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events, import_error_without
 
-SMALL = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-            "unknownToolThreshold": 3,
-        }
-    }
-}
-WARNING = "WARNING: poll_status has been called"
-BLOCKED = "CRITICAL: loopwarden blocked this call"
 # EventsCompactionConfig warns that it is experimental; pytest turns warnings into errors.
 experimental = pytest.mark.filterwarnings("ignore:.*EXPERIMENTAL.*:UserWarning")
 
@@ -91,22 +77,6 @@ class Looping(BaseLlm):
 
 def stuck(n: int, tool: str = "poll_status", args: dict[str, Any] | None = None) -> list[Any]:
     return [[(tool, args if args is not None else {"job": "42"}, f"c{i}")] for i in range(n)]
-
-
-class Events:
-    def __init__(self) -> None:
-        self.items: list[lw.LoopEvent] = []
-
-    def __call__(self, event: lw.LoopEvent) -> None:
-        self.items.append(event)
-
-    def actions(self) -> list[str]:
-        return [e.action for e in self.items]
-
-
-@pytest.fixture(name="events")
-def fixture_events() -> Events:
-    return Events()
 
 
 def poller(ran: list[str], result: Any = None) -> Any:
@@ -379,18 +349,10 @@ async def test_failing_tool_is_recorded_as_an_error(tmp_path: Path) -> None:
 
 
 def test_missing_extra_names_the_extra() -> None:
-    code = (
-        "import sys\n"
-        "sys.modules['google.adk'] = None\n"
-        "try:\n"
-        "    import loopwarden.integrations.google_adk\n"
-        "except ImportError as exc:\n"
-        "    print(exc)\n"
+    """Without the framework, importing the module says which extra to install."""
+    assert "pip install 'loopwarden[google-adk]'" in import_error_without(
+        "loopwarden.integrations.google_adk", "google.adk"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert "pip install 'loopwarden[google-adk]'" in out.stdout
 
 
 def test_docs_example_runs(

@@ -11,8 +11,6 @@ import contextlib
 import io
 import itertools
 import json
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -37,19 +35,8 @@ from langgraph.types import Command, interrupt
 import loopwarden as lw
 from loopwarden.integrations.langchain import LoopGuardMiddleware
 from tests._snippets import snippet
+from tests.integrations._shared import BLOCKED, SMALL, Counter, import_error_without
 
-SMALL = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-            "unknownToolThreshold": 3,
-        }
-    }
-}
-BLOCKED = "CRITICAL: loopwarden blocked this call"
 Script = Callable[[list[BaseMessage]], AIMessage]
 
 
@@ -103,24 +90,6 @@ def turns(count: int, *specs: tuple[str, dict[str, Any]]) -> Script:
     reply = calls(*specs)
     left = itertools.count(count, -1)
     return lambda messages: reply() if next(left) > 0 else AIMessage("done")
-
-
-class Counter:
-    """Tools that record how often they really ran."""
-
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-        self.lock = threading.Lock()
-
-    def hit(self, name: str) -> int:
-        with self.lock:
-            self.runs.append(name)
-            return len(self.runs)
-
-
-@pytest.fixture(name="counter")
-def fixture_counter() -> Counter:
-    return Counter()
 
 
 @pytest.fixture(name="poll_status")
@@ -714,18 +683,10 @@ def test_command_results_get_the_note(counter: Counter) -> None:
 
 
 def test_missing_extra_names_it() -> None:
-    """Without LangChain installed, importing the module says which extra to install."""
-    code = (
-        "import sys; sys.modules['langchain'] = None; sys.modules['langchain.agents'] = None\n"
-        "try:\n"
-        "    import loopwarden.integrations.langchain\n"
-        "except ImportError as e:\n"
-        "    print(e)\n"
+    """Without the framework, importing the module says which extra to install."""
+    assert "pip install 'loopwarden[langchain]'" in import_error_without(
+        "loopwarden.integrations.langchain", "langchain", "langchain.agents"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    assert "pip install 'loopwarden[langchain]'" in out.stdout
 
 
 def test_docs_example_runs(counter: Counter) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,41 +29,10 @@ from loopwarden.integrations.openai_agents import (
     LoopGuardForAgents,
 )
 from tests._snippets import snippet
+from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events, import_error_without
 
 # Nothing may try to upload traces: the SDK's global switch, plus tracing_disabled per run.
 set_tracing_disabled(True)
-
-SMALL = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-            "unknownToolThreshold": 3,
-        }
-    }
-}
-WARNING = "WARNING: poll_status has been called"
-BLOCKED = "CRITICAL: loopwarden blocked this call"
-
-
-class Events:
-    """A LoopGuard event sink that keeps every event."""
-
-    def __init__(self) -> None:
-        self.items: list[lw.LoopEvent] = []
-
-    def __call__(self, event: lw.LoopEvent) -> None:
-        self.items.append(event)
-
-    def actions(self) -> list[str]:
-        return [e.action for e in self.items]
-
-
-@pytest.fixture(name="events")
-def fixture_events() -> Events:
-    return Events()
 
 
 def poll_tool(ran: list[str], result: Callable[[str, int], str] | None = None) -> Any:
@@ -455,18 +422,10 @@ async def test_handoff_targets_are_protected_with_their_own_config(events: Event
 
 
 def test_missing_extra_names_the_extra() -> None:
-    code = (
-        "import sys\n"
-        "sys.modules['agents'] = None\n"
-        "try:\n"
-        "    import loopwarden.integrations.openai_agents\n"
-        "except ImportError as exc:\n"
-        "    print(exc)\n"
+    """Without the framework, importing the module says which extra to install."""
+    assert "pip install 'loopwarden[openai-agents]'" in import_error_without(
+        "loopwarden.integrations.openai_agents", "agents"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert "pip install 'loopwarden[openai-agents]'" in out.stdout
 
 
 @pytest.fixture(name="clean_namespace")

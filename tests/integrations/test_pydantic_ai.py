@@ -11,8 +11,6 @@ import contextlib
 import io
 import itertools
 import json
-import subprocess
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -41,19 +39,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 import loopwarden as lw
 from loopwarden.integrations.pydantic_ai import LoopGuardCapability
 from tests._snippets import snippet
+from tests.integrations._shared import BLOCKED, SMALL, Counter, import_error_without
 
-SMALL = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-            "unknownToolThreshold": 3,
-        }
-    }
-}
-BLOCKED = "CRITICAL: loopwarden blocked this call"
 Script = Callable[[list[ModelMessage]], ModelResponse]
 MODES = ["sync", "async"]
 
@@ -138,22 +125,6 @@ def close_sync_loop() -> None:
 def _no_open_loops() -> Iterator[None]:
     yield
     close_sync_loop()
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-        self.lock = threading.Lock()
-
-    def hit(self, name: str) -> int:
-        with self.lock:
-            self.runs.append(name)
-            return len(self.runs)
-
-
-@pytest.fixture(name="counter")
-def fixture_counter() -> Counter:
-    return Counter()
 
 
 def make_agent(
@@ -645,18 +616,10 @@ def test_failing_tool_is_blocked_without_using_retries(counter: Counter) -> None
 
 
 def test_missing_extra_names_it() -> None:
-    """Without Pydantic AI installed, importing the module says which extra to install."""
-    code = (
-        "import sys; sys.modules['pydantic_ai'] = None\n"
-        "try:\n"
-        "    import loopwarden.integrations.pydantic_ai\n"
-        "except ImportError as e:\n"
-        "    print(e)\n"
+    """Without the framework, importing the module says which extra to install."""
+    assert "pip install 'loopwarden[pydantic-ai]'" in import_error_without(
+        "loopwarden.integrations.pydantic_ai", "pydantic_ai"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    assert "pip install 'loopwarden[pydantic-ai]'" in out.stdout
 
 
 def test_docs_example_runs() -> None:
