@@ -162,3 +162,41 @@ def run_benchmark(
         print(f"{'engine alone (before+after_call)':40} {counts['engine']:12,.0f}")
         verdict = "met" if added_i <= budget else "MISSED"
         print(f"target: added <= engine + 20 us = {budget:,.0f} instructions -> {verdict}")
+
+
+def print_hook_report(
+    *,
+    title: str,
+    unit: str,
+    calls: int,
+    rounds: int,
+    e2e: dict[str, float],
+    hook: dict[str, float],
+    names: dict[str, str],
+) -> None:
+    """The two-part report of the benchmarks that also time the hook on its own.
+
+    ``e2e`` holds whole runs (bare, bare2, noop, guarded); ``hook`` the hook
+    alone on captured requests (noop, guarded, engine). ``names`` labels the
+    rows: ``adapter``, ``noop``, ``framework``, ``hook``, ``hook_noop``,
+    ``hook_guarded`` and ``engine``.
+    """
+    row = "{:48} {:10.1f}"
+    print(f"{title}, best of {rounds} rounds, us per tool call")
+    print(f"1. end to end, CPU time, {calls} tool call(s) per {unit}")
+    print(row.format("bare agent", e2e["bare"]))
+    print(row.format("bare agent again (noise)", e2e["bare2"]))
+    print(row.format(f"agent + {names['noop']} (same hooks)", e2e["noop"]))
+    print(row.format(f"agent + {names['adapter']}", e2e["guarded"]))
+    print(row.format("added vs bare agent", e2e["guarded"] - e2e["bare"]))
+    print(
+        row.format(f"  of which {names['framework']} own hook machinery", e2e["noop"] - e2e["bare"])
+    )
+    print(f"2. {names['hook']}")
+    print(row.format(names["hook_noop"], hook["noop"]))
+    print(row.format(names["hook_guarded"], hook["guarded"]))
+    own = hook["guarded"] - hook["noop"]
+    print(row.format(f"added by {names['adapter']}", own))
+    print(row.format(f"engine alone ({names['engine']})", hook["engine"]))
+    verdict = "met" if own <= hook["engine"] + 20 else "MISSED"
+    print(f"target: added <= engine + 20 = {hook['engine'] + 20:.1f} us -> {verdict}")

@@ -46,7 +46,8 @@ import loopwarden as lw
 from loopwarden.integrations.langchain import RUN_KEY, LoopGuardMiddleware, LoopGuardState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_engine import measure  # a sibling script, not a package
+from _adapter_bench import print_hook_report  # sibling scripts, not a package
+from bench_engine import measure
 
 CONFIG = {"tools": {"loopDetection": {"enabled": True}}}
 
@@ -202,23 +203,23 @@ def main() -> None:
         args.rounds,
     )
 
-    row = "{:48} {:10.1f}"
-    print(f"LangChain create_agent, best of {args.rounds} rounds, us per tool call")
-    print(f"1. end to end, CPU time, {args.calls} tool call(s) per invocation")
-    print(row.format("bare agent", e2e["bare"]))
-    print(row.format("bare agent again (noise)", e2e["bare2"]))
-    print(row.format("agent + no-op middleware (same hooks)", e2e["noop"]))
-    print(row.format("agent + LoopGuardMiddleware", e2e["guarded"]))
-    print(row.format("added vs bare agent", e2e["guarded"] - e2e["bare"]))
-    print(row.format("  of which LangChain's own hook machinery", e2e["noop"] - e2e["bare"]))
-    print(f"2. the wrap_tool_call hook alone, {len(captured)} real requests")
-    print(row.format("no-op hook", hook["noop"]))
-    print(row.format("LoopGuardMiddleware.wrap_tool_call", hook["guarded"]))
-    own = hook["guarded"] - hook["noop"]
-    print(row.format("added by LoopGuardMiddleware", own))
-    print(row.format("engine alone (before_call + after_call)", hook["engine"]))
-    verdict = "met" if own <= hook["engine"] + 20 else "MISSED"
-    print(f"target: added <= engine + 20 = {hook['engine'] + 20:.1f} us -> {verdict}")
+    print_hook_report(
+        title="LangChain create_agent",
+        unit="invocation",
+        calls=args.calls,
+        rounds=args.rounds,
+        e2e=e2e,
+        hook=hook,
+        names={
+            "adapter": "LoopGuardMiddleware",
+            "noop": "no-op middleware",
+            "framework": "LangChain's",
+            "hook": f"the wrap_tool_call hook alone, {len(captured)} real requests",
+            "hook_noop": "no-op hook",
+            "hook_guarded": "LoopGuardMiddleware.wrap_tool_call",
+            "engine": "before_call + after_call",
+        },
+    )
     gc.collect()
 
 

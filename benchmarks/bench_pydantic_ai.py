@@ -51,7 +51,8 @@ import loopwarden as lw
 from loopwarden.integrations.pydantic_ai import LoopGuardCapability
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_engine import measure  # a sibling script, not a package
+from _adapter_bench import print_hook_report  # sibling scripts, not a package
+from bench_engine import measure
 
 CONFIG = {"tools": {"loopDetection": {"enabled": True}}}
 PROMPT = "Are the jobs done?"
@@ -242,23 +243,24 @@ def main() -> None:
     finally:
         loop.close()
 
-    row = "{:48} {:10.1f}"
-    print(f"Pydantic AI agent, best of {args.rounds} rounds, us per tool call")
-    print(f"1. end to end, CPU time, {args.calls} tool call(s) per run")
-    print(row.format("bare agent", e2e["bare"]))
-    print(row.format("bare agent again (noise)", e2e["bare2"]))
-    print(row.format("agent + no-op capability (same hooks)", e2e["noop"]))
-    print(row.format("agent + LoopGuardCapability", e2e["guarded"]))
-    print(row.format("added vs bare agent", e2e["guarded"] - e2e["bare"]))
-    print(row.format("  of which Pydantic AI's own hook machinery", e2e["noop"] - e2e["bare"]))
-    print(f"2. the hooks alone, {len(turns)} real turns (after_model_request + wrap_tool_execute)")
-    print(row.format("no-op capability", hook["noop"]))
-    print(row.format("LoopGuardCapability", hook["guarded"]))
-    own = hook["guarded"] - hook["noop"]
-    print(row.format("added by LoopGuardCapability", own))
-    print(row.format("engine alone (abefore_call + aafter_call)", hook["engine"]))
-    verdict = "met" if own <= hook["engine"] + 20 else "MISSED"
-    print(f"target: added <= engine + 20 = {hook['engine'] + 20:.1f} us -> {verdict}")
+    print_hook_report(
+        title="Pydantic AI agent",
+        unit="run",
+        calls=args.calls,
+        rounds=args.rounds,
+        e2e=e2e,
+        hook=hook,
+        names={
+            "adapter": "LoopGuardCapability",
+            "noop": "no-op capability",
+            "framework": "Pydantic AI's",
+            "hook": f"the hooks alone, {len(turns)} real turns "
+            "(after_model_request + wrap_tool_execute)",
+            "hook_noop": "no-op capability",
+            "hook_guarded": "LoopGuardCapability",
+            "engine": "abefore_call + aafter_call",
+        },
+    )
     gc.collect()
 
 
