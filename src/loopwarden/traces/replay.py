@@ -594,31 +594,22 @@ class Replayer:
         error: Any = MISSING,
     ) -> None:
         """A call's result or error; ``after_call`` with the params its call had."""
-        run = self._last_run if key is self._last_key else self._runs.get(key)
-        if run is None or run.stopped:
+        found = self._take_pending(key, call_id, line)
+        if found is None:
             return
-        entry = run.pending.pop(call_id, None) if call_id is not None else None
-        if entry is None:
-            run.report.orphan_results += 1
-            return
-        index, tool, params = entry
-        report = run.report
-        self._cur = report
-        self._cur_call = index
-        self._cur_line = line
+        run, (index, tool, params) = found
         try:
             run.guard.after_call(tool, params, call_id, result=result, error=error)
         except LoopAbort:
             run.stopped = True
-        timeline = report.timeline
+        timeline = run.report.timeline
         if timeline is not None and index <= len(timeline):
             # Only for the picture: the same functions the guard hashes with.
             outcome = hash_outcome(
                 tool, params, result=result, error=error, profiles=self.guard.profiles
             )
-            self._mark_outcome(run, timeline, index, args_hash(tool, params), outcome.hash)
-            if outcome.is_error:
-                timeline[index - 1] |= ERROR
+            sig = args_hash(tool, params)
+            self._mark_outcome(run, timeline, index, sig, outcome.hash, outcome.is_error)
 
     def outcome_hashed(
         self,
@@ -632,17 +623,10 @@ class Replayer:
         unknown_tool: str | None = None,
     ) -> None:
         """An outcome known by its hash (``after_call_hashed``)."""
-        run = self._last_run if key is self._last_key else self._runs.get(key)
-        if run is None or run.stopped:
+        found = self._take_pending(key, call_id, line)
+        if found is None:
             return
-        index = run.pending.pop(call_id, None) if call_id is not None else None
-        if index is None:
-            run.report.orphan_results += 1
-            return
-        report = run.report
-        self._cur = report
-        self._cur_call = index
-        self._cur_line = line
+        run, index = found
         try:
             run.guard.after_call_hashed(
                 tool,
@@ -654,16 +638,30 @@ class Replayer:
             )
         except LoopAbort:
             run.stopped = True
-        timeline = report.timeline
+        timeline = run.report.timeline
         if timeline is not None and index <= len(timeline):
-            self._mark_outcome(run, timeline, index, args_hash, outcome_hash)
-            if is_error:
-                timeline[index - 1] |= ERROR
+            self._mark_outcome(run, timeline, index, args_hash, outcome_hash, is_error)
+
+    def _take_pending(self, key: str, call_id: str | None, line: Loc) -> tuple[_Run, Any] | None:
+        """The run and pending entry an outcome belongs to; its call becomes the current one."""
+        run = self._last_run if key is self._last_key else self._runs.get(key)
+        if run is None or run.stopped:
+            return None
+        entry = run.pending.pop(call_id, None) if call_id is not None else None
+        if entry is None:
+            run.report.orphan_results += 1
+            return None
+        self._cur = run.report
+        self._cur_call = entry if entry.__class__ is int else entry[0]
+        self._cur_line = line
+        return run, entry
 
     @staticmethod
     def _mark_outcome(
-        run: _Run, timeline: list[int], index: int, sig: str, outcome: str | None
+        run: _Run, timeline: list[int], index: int, sig: str, outcome: str | None, error: bool
     ) -> None:
+        if error:
+            timeline[index - 1] |= ERROR
         if outcome is None:
             return
         last = run.last_outcome
