@@ -35,8 +35,7 @@ from .hashing import MISSING, Outcome, hash_outcome, is_known_poll
 from .history import normalize_run_id
 from .profiles import ProfileRegistry
 from .state import RunState
-from .stores import Store, store_from_url
-from .stores.memory import MemoryStore
+from .stores import InProcess, MemoryStore, Store, store_from_url
 
 __all__ = ["Decision", "LoopGuard", "RunGuard", "block_result"]
 
@@ -227,7 +226,9 @@ class RunGuard:
         # call key -> args hash, so each call's params are hashed once.
         self._sigs: dict[str, tuple[str, Any]] = {}
         # In-process stores hand out the live state object: no per-call lookup.
-        self._attach = getattr(self._store, "attach", None)
+        self.inline = isinstance(self._store, InProcess)
+        """True when the store never blocks, so the sync methods are safe on an event loop."""
+        self._attach = self._store.attach if isinstance(self._store, InProcess) else None
         self._state: RunState | None = None
 
     def _run(self, fn: Callable[..., T], *args: Any) -> T:

@@ -36,6 +36,7 @@ from .._logging import logger
 from ..config import Config, load_config
 from ..errors import ConfigError, LoopAbort
 from ..guard import LoopGuard, RunGuard
+from ..stores import SideRecords
 from ..stores.sqlite import SQLiteStore, default_state_path
 from .agents import ADAPTERS, Adapter, Kind
 from .transcript import Cursor, UnknownCall, scan
@@ -301,7 +302,7 @@ def write_log(
 # -- guards and stores, cached in the helper ---------------------------------------
 class _Entry(NamedTuple):
     guard: LoopGuard
-    side: SQLiteStore
+    side: SideRecords
 
 
 class HookContext:
@@ -337,7 +338,8 @@ class HookContext:
             key = (*key, cwd)
         guard = LoopGuard(config, store=store_url(opts, env, cwd, config), run_record=record)
         store = guard.store
-        if isinstance(store, SQLiteStore):
+        side: SideRecords
+        if isinstance(store, SideRecords):
             side = store
         else:  # e.g. redis: the small side records still live in the local SQLite file
             side_path = _default_state(env)
@@ -384,7 +386,7 @@ def session_key(agent: str, agent_id: str, session: str) -> str:
 
 
 def _session_step(
-    side: SQLiteStore,
+    side: SideRecords,
     adapter: Adapter,
     kind: Kind,
     event: Mapping[str, Any],

@@ -40,7 +40,7 @@ from .._logging import logger
 from ..config import ConfigSource
 from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
-from ..stores.memory import MemoryStore
+from ..stores import InProcess
 from ._base import append_note, require, resolve_guard
 
 require("google.adk", "google-adk")
@@ -147,7 +147,7 @@ class LoopGuardPlugin(BasePlugin):
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
         # An in-process store never waits: on the per-call path the plain methods
         # spare the coroutine layers of their async twins.
-        self._inline = isinstance(self.guard.store, MemoryStore)
+        self._inline = isinstance(self.guard.store, InProcess)
         self._invocations: dict[str, _Invocation] = {}
 
     # -- invocation bookkeeping ------------------------------------------------

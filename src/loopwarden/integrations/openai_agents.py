@@ -53,7 +53,7 @@ from ..config import ConfigSource
 from ..errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
 from ..guard import LoopGuard, RunGuard
 from ..hashing import MISSING
-from ..stores.memory import MemoryStore
+from ..stores import InProcess
 from ._base import append_note, parse_arguments, require, resolve_guard
 
 require("agents", "openai-agents")
@@ -239,7 +239,7 @@ class LoopGuardForAgents:
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
         # An in-process store never waits: on the per-call path the plain methods
         # spare the coroutine layers of their async twins.
-        self._inline = isinstance(self.guard.store, MemoryStore)
+        self._inline = isinstance(self.guard.store, InProcess)
         self.input_guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._check_call, name=_GUARDRAIL_NAME
         )

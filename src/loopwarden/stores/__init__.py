@@ -10,40 +10,21 @@ processes on one host), ``redis://host:port/db`` (several hosts).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar, runtime_checkable
 
-from ..config import LoopDetectionConfig
 from ..errors import ConfigError
-from ..state import RunState
-from .memory import MemoryStore
+from .base import BaseStore, InProcess, Inspectable, SideRecords, Store
+from .memory import LocalStore, MemoryStore
 
-__all__ = ["MemoryStore", "Store", "store_from_url"]
-
-T = TypeVar("T")
-
-
-@runtime_checkable
-class Store(Protocol):
-    """Atomic per-run state updates."""
-
-    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
-        """Load (or create) the state of ``key``, apply ``fn``, save it; all atomically."""
-        ...
-
-    def atransact(
-        self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
-    ) -> Awaitable[T]:
-        """Async form of :meth:`transact`."""
-        ...
-
-    def delete(self, key: str) -> None:
-        """Forget one run."""
-        ...
-
-    def close(self) -> None:
-        """Release connections and files."""
-        ...
+__all__ = [
+    "BaseStore",
+    "InProcess",
+    "Inspectable",
+    "LocalStore",
+    "MemoryStore",
+    "SideRecords",
+    "Store",
+    "store_from_url",
+]
 
 
 # scheme -> "module:Class", imported only when used.

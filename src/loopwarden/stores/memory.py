@@ -1,4 +1,8 @@
-"""In-process store: state objects in a dict, guarded by one lock."""
+"""In-process stores: state objects in a dict.
+
+:class:`MemoryStore` is thread-safe (one lock, LRU bound, expiry); :class:`LocalStore`
+is a plain dict for one thread that deletes each run when it ends (trace replay).
+"""
 
 from __future__ import annotations
 
@@ -10,13 +14,14 @@ from typing import TypeVar
 
 from ..config import DEFAULT_STATE_TTL_SECONDS, LoopDetectionConfig
 from ..state import RunState
+from .base import BaseStore
 
-__all__ = ["MemoryStore"]
+__all__ = ["LocalStore", "MemoryStore"]
 
 T = TypeVar("T")
 
 
-class MemoryStore:
+class MemoryStore(BaseStore):
     """Keeps run states in memory; least recently used runs beyond ``max_runs`` are dropped.
 
     Thread-safe: one lock serialises updates. The update functions are pure CPU
@@ -102,3 +107,46 @@ class MemoryStore:
 
     def close(self) -> None:
         self.clear()
+
+
+class LocalStore(BaseStore):
+    """A store for one thread: a plain dict, no lock, no LRU, no expiry.
+
+    For callers that end every run they start (trace replay), where the
+    bookkeeping of :class:`MemoryStore` is pure overhead.
+    """
+
+    def __init__(self) -> None:
+        self._states: dict[str, RunState] = {}
+
+    @classmethod
+    def from_url(cls, url: str, *, ttl_seconds: float | None = None) -> LocalStore:
+        return cls()
+
+    def attach(self, key: str, config: LoopDetectionConfig) -> RunState:
+        """The live state of ``key`` (the guard then skips the per-call store lookup)."""
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = RunState.new(config)
+        return state
+
+    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
+        return fn(self.attach(key, config))
+
+    async def atransact(
+        self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
+    ) -> T:
+        return self.transact(key, config, fn)
+
+    def delete(self, key: str) -> None:
+        state = self._states.pop(key, None)
+        if state is not None:
+            state.detached = True
+
+    def close(self) -> None:
+        for state in self._states.values():
+            state.detached = True
+        self._states.clear()
+
+    def __len__(self) -> int:
+        return len(self._states)

@@ -34,6 +34,7 @@ from urllib.parse import parse_qs, unquote
 from ..config import DEFAULT_STATE_TTL_SECONDS, LoopDetectionConfig
 from ..errors import StoreError
 from ..state import RunState
+from .base import BaseStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "default_state_path"]
 
@@ -90,7 +91,7 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-class SQLiteStore:
+class SQLiteStore(BaseStore):
     """Run states in one SQLite file, safe for many processes and threads.
 
     Args:

@@ -27,12 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from ..config import Config, LoopDetectionConfig
+from ..config import Config
 from ..errors import LoopAbort
 from ..events import LoopEvent
 from ..guard import LoopGuard, RunGuard
 from ..hashing import MISSING, args_hash, hash_outcome, is_known_poll
-from ..state import RunState
+from ..stores.memory import LocalStore
 from ._sink import Loc, format_loc
 
 __all__ = [
@@ -70,43 +70,8 @@ MAX_PENDING = 256
 MAX_COMPACTION_MARKS = 100
 
 
-class ReplayStore:
-    """A :class:`~loopwarden.stores.Store` for one replaying thread: a plain dict.
-
-    Replay is single-threaded and each run's state is deleted when the run
-    ends, so the locking, LRU and expiry of :class:`MemoryStore` are not needed.
-    """
-
-    def __init__(self) -> None:
-        self._states: dict[str, RunState] = {}
-
-    def attach(self, key: str, config: LoopDetectionConfig) -> RunState:
-        """The live state of ``key`` (the guard then skips the per-call store lookup)."""
-        state = self._states.get(key)
-        if state is None:
-            state = self._states[key] = RunState.new(config)
-        return state
-
-    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
-        return fn(self.attach(key, config))
-
-    async def atransact(
-        self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
-    ) -> T:
-        return self.transact(key, config, fn)
-
-    def delete(self, key: str) -> None:
-        state = self._states.pop(key, None)
-        if state is not None:
-            state.detached = True
-
-    def close(self) -> None:
-        for state in self._states.values():
-            state.detached = True
-        self._states.clear()
-
-    def __len__(self) -> int:
-        return len(self._states)
+# The replay store moved to loopwarden.stores; the old name stays for one release.
+ReplayStore = LocalStore
 
 
 class ReplayEvent:
@@ -360,7 +325,7 @@ class Replayer:
         timeline_limit: int = 2000,
     ) -> None:
         self.guard = LoopGuard(
-            config, agent_id=agent_id, store=ReplayStore(), on_event=self._on_event
+            config, agent_id=agent_id, store=LocalStore(), on_event=self._on_event
         )
         self._agent_forced = agent_id is not None
         self._on_run = on_run

@@ -1,0 +1,119 @@
+"""The store contract: one required interface, plus capabilities a backend may declare.
+
+Every store implements :class:`Store`. What else it can do is declared by the
+small capability protocols below and checked once, where a store is handed to
+the guard or a hook, never per call:
+
+* :class:`InProcess`: the store hands out live state objects and never does
+  I/O, so callers may use the sync methods from async code;
+* :class:`SideRecords`: small keyed byte records beside run states (coding-agent
+  hooks keep a session's transcript position there);
+* :class:`Inspectable`: stored runs can be listed, read and checked (``doctor``,
+  tests).
+
+The function given to :meth:`Store.transact` must be pure with respect to
+anything outside the state it receives: a backend with optimistic concurrency
+(Redis ``WATCH``/``MULTI``) may run it more than once for one update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+
+from typing_extensions import Self
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ..config import LoopDetectionConfig
+    from ..state import RunState
+
+__all__ = ["BaseStore", "InProcess", "Inspectable", "SideRecords", "Store"]
+
+T = TypeVar("T")
+S = TypeVar("S", bound="BaseStore")
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Atomic per-run state updates."""
+
+    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
+        """Load (or create) the state of ``key``, apply ``fn``, save it; all atomically."""
+        ...
+
+    def atransact(
+        self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
+    ) -> Awaitable[T]:
+        """Async form of :meth:`transact`."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Forget one run."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+@runtime_checkable
+class InProcess(Protocol):
+    """Live state objects in this process; never blocks on I/O."""
+
+    def attach(self, key: str, config: LoopDetectionConfig) -> RunState:
+        """The live state of ``key``; update it under ``state.lock`` (``None``: unlocked)."""
+        ...
+
+
+@runtime_checkable
+class SideRecords(Protocol):
+    """Small keyed byte records that expire like runs."""
+
+    def transact_value(self, key: str, fn: Callable[[bytes | None], tuple[bytes | None, T]]) -> T:
+        """Atomically update one record: ``fn(old)`` returns ``(new, result)``; ``None`` deletes."""
+        ...
+
+    def delete_value(self, key: str) -> None:
+        """Forget one record."""
+        ...
+
+
+@runtime_checkable
+class Inspectable(Protocol):
+    """Stored runs can be listed, read, expired and checked."""
+
+    def load(self, key: str, config: LoopDetectionConfig) -> RunState | None:
+        """The stored state of ``key``, or ``None``."""
+        ...
+
+    def keys(self) -> list[str]:
+        """Keys of the stored runs."""
+        ...
+
+    def expire(self, now: float | None = None) -> None:
+        """Delete runs idle for longer than the TTL."""
+        ...
+
+    def check(self) -> None:
+        """Raise :class:`~loopwarden.errors.StoreError` when the backend is unusable."""
+        ...
+
+
+class BaseStore:
+    """Lifecycle shared by the built-in stores: ``with store: ...`` closes it."""
+
+    def close(self) -> None:  # pragma: no cover - every store overrides it
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
