@@ -1,0 +1,63 @@
+"""Small helpers shared across layers (stdlib and orjson only)."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any, TypeVar
+
+import orjson
+
+__all__ = ["BoundedDict", "bounded_set", "package_version", "parse_arguments"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def package_version() -> str:
+    """The installed loopwarden version, or ``0+unknown`` in a bare source tree."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loopwarden")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def parse_arguments(arguments: Any) -> Any:
+    """Tool arguments that arrive as a JSON string, parsed so that equal calls hash equal.
+
+    A string that is not JSON is returned unchanged.
+    """
+    if isinstance(arguments, (str, bytes, bytearray)):
+        try:
+            return orjson.loads(arguments)  # several times faster than json
+        except (orjson.JSONDecodeError, TypeError):
+            pass
+        try:  # what orjson refuses: NaN literals, integers beyond 64 bits
+            return json.loads(arguments)
+        except (ValueError, RecursionError):
+            return arguments
+    return arguments
+
+
+def bounded_set(table: dict[K, V], key: K, value: V, limit: int) -> None:
+    """Insert into a plain dict, dropping the oldest key past ``limit`` (insertion order)."""
+    table[key] = value
+    if len(table) > limit:
+        del table[next(iter(table))]
+
+
+class BoundedDict(OrderedDict[K, V]):
+    """A dict that keeps at most ``limit`` keys, dropping the least recently set first."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: K, value: V) -> None:
+        if key in self:
+            self.move_to_end(key)
+        super().__setitem__(key, value)
+        if len(self) > self.limit:
+            self.popitem(last=False)
