@@ -1,0 +1,164 @@
+"""Test helpers around the real OpenTelemetry SDK: one global tracer provider, metric readers.
+
+OpenTelemetry allows one global tracer provider per process, and frameworks
+such as Google ADK trace through it, so the tests install one (with an
+in-memory exporter that records only while a test asks for spans).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import loopwarden as lw
+from loopwarden.telemetry import Telemetry
+
+# Small thresholds: warn at 3, block at 5, stop at 7 (as in tests/integrations).
+SMALL: dict[str, Any] = {
+    "tools": {
+        "loopDetection": {
+            "enabled": True,
+            "warningThreshold": 3,
+            "criticalThreshold": 5,
+            "globalCircuitBreakerThreshold": 7,
+            "unknownToolThreshold": 3,
+            "postCompactionGuard": {"windowSize": 3},
+        }
+    }
+}
+CANARY = "sk-canary-7f3a9c1e"  # a fake secret placed in params and results
+
+
+class _Gate(SpanProcessor):
+    """Forwards ended spans to the exporter only while a test records."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+        self.open = False
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.open:
+            self.inner.on_end(span)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+_lock = threading.Lock()
+_exporter = InMemorySpanExporter()
+_gate = _Gate(SimpleSpanProcessor(_exporter))
+_installed = False
+
+
+def global_spans() -> Iterator[InMemorySpanExporter]:
+    """Install the global SDK tracer provider once; record spans for one test."""
+    global _installed
+    with _lock:
+        if not _installed:
+            provider = trace.get_tracer_provider()
+            if not isinstance(provider, TracerProvider):
+                provider = TracerProvider()
+                trace.set_tracer_provider(provider)
+            provider.add_span_processor(_gate)
+            _installed = True
+    _exporter.clear()
+    _gate.open = True
+    try:
+        yield _exporter
+    finally:
+        _gate.open = False
+        _exporter.clear()
+
+
+def tracer() -> trace.Tracer:
+    return trace.get_tracer("tests.telemetry")
+
+
+def metric_points(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str, Any], Any]]]:
+    """metric name -> [(attributes, value)]; a histogram's value is its data point."""
+    data = reader.get_metrics_data()
+    found: dict[str, list[tuple[dict[str, Any], Any]]] = {}
+    if data is None:
+        return found
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                for point in metric.data.data_points:
+                    value = getattr(point, "value", point)
+                    found.setdefault(metric.name, []).append((dict(point.attributes or {}), value))
+    return found
+
+
+def total(points: list[tuple[dict[str, Any], Any]], **where: Any) -> int:
+    """Sum of counter values whose attributes include ``where`` (dots written as ``__``)."""
+    want = {k.replace("__", "."): v for k, v in where.items()}
+    return sum(v for attrs, v in points if all(attrs.get(k) == w for k, w in want.items()))
+
+
+def meter_provider() -> tuple[MeterProvider, InMemoryMetricReader]:
+    reader = InMemoryMetricReader()
+    return MeterProvider(metric_readers=[reader]), reader
+
+
+class Timed:
+    """What the guard driver will do: time each hook and tell Telemetry, around the public API."""
+
+    def __init__(self, run: lw.RunGuard, telemetry: Telemetry) -> None:
+        self.run = run
+        self.telemetry = telemetry
+
+    def before_call(self, tool: str, params: Any, call_id: str | None = None) -> lw.Decision:
+        start = time.perf_counter()
+        try:
+            decision = self.run.before_call(tool, params, call_id)
+        except lw.LoopAbort:
+            self.telemetry.record_call("block", tool, self.run.agent_id, time.perf_counter() - start)
+            raise
+        self.telemetry.record_call(
+            decision.action, tool, self.run.agent_id, time.perf_counter() - start
+        )
+        return decision
+
+    def after_call(self, tool: str, params: Any, call_id: str | None = None, **kw: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.run.after_call(tool, params, call_id, **kw)
+        finally:
+            self.telemetry.record_outcome(tool, self.run.agent_id, time.perf_counter() - start)
+
+
+def loop_until_stopped(
+    timed: Timed, tool: str, params: Mapping[str, Any], result: Any, limit: int = 20
+) -> list[str]:
+    """Call ``tool`` like a stuck model until the guard stops the run; the decisions seen."""
+    seen: list[str] = []
+    for i in range(limit):
+        call_id = f"{tool}-{i}"
+        # Without the SDK's own status-on-exception, so the test sees what loopwarden set.
+        with tracer().start_as_current_span(
+            f"execute_tool {tool}", record_exception=False, set_status_on_exception=False
+        ):
+            try:
+                decision = timed.before_call(tool, params, call_id)
+            except lw.LoopAbort as stop:
+                seen.append(f"stop:{stop.code}")
+                return seen
+            seen.append(decision.action)
+            if not decision.blocked:
+                timed.after_call(tool, params, call_id, result=result)
+    return seen
