@@ -127,7 +127,9 @@ class Timed:
         try:
             decision = self.run.before_call(tool, params, call_id)
         except lw.LoopAbort:
-            self.telemetry.record_call("block", tool, self.run.agent_id, time.perf_counter() - start)
+            self.telemetry.record_call(
+                "block", tool, self.run.agent_id, time.perf_counter() - start
+            )
             raise
         self.telemetry.record_call(
             decision.action, tool, self.run.agent_id, time.perf_counter() - start

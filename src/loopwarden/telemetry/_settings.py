@@ -79,14 +79,14 @@ def resolve_telemetry(
     to follow the settings. ``prometheus`` (the ``--metrics`` server's metrics)
     is recorded even when OpenTelemetry output is off.
     """
-    from ._core import Telemetry
-
-    if isinstance(telemetry, Telemetry):
-        return telemetry
+    if telemetry is not None and not isinstance(telemetry, bool):
+        return telemetry  # a ready Telemetry
     settings = settings if settings is not None else TelemetrySettings()
     otel = telemetry if telemetry is not None else settings.enabled
     if not otel and prometheus is None:
         return None
+    from ._core import Telemetry
+
     return Telemetry(
         otel=otel,
         prometheus=prometheus,

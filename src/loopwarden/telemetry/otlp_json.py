@@ -217,9 +217,12 @@ def _target(
     by_call_id: dict[str, dict[str, Any]],
     by_tool: dict[str, list[tuple[float, dict[str, Any]]]],
 ) -> dict[str, Any] | None:
-    """The call span an event belongs to: same call id, else the latest call of its tool."""
-    if event.call_id is not None and event.call_id in by_call_id:
-        return by_call_id[event.call_id]
+    """The call span an event belongs to: same call id, else the latest call of its tool.
+
+    An event whose call id matches no kept call (a dropped call) goes to the root.
+    """
+    if event.call_id is not None and by_call_id:
+        return by_call_id.get(event.call_id)
     target = None
     for started, span in by_tool.get(event.tool, ()):
         if started > event.time:
