@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from loopwarden.telemetry import TelemetrySettings, parse_telemetry_setting, resolve_telemetry
+from loopwarden.telemetry import TelemetrySettings, parse_telemetry_setting
 
 LOOP = """
 import json, sys

@@ -45,7 +45,7 @@ def attrs(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_a_run_becomes_one_trace_with_the_events_on_their_call_spans() -> None:
-    """Root `invoke_agent` span, one `execute_tool` span per call, events and stop status on calls."""
+    """One `invoke_agent` root, one `execute_tool` span per call, events and stop on the calls."""
     calls, events = guarded_run("run-a", "poller")
     (request,) = to_otlp(calls, events)
     (resource_spans,) = request["resourceSpans"]

@@ -10,12 +10,12 @@ import pytest
 
 pytest.importorskip("prometheus_client")
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families
 
-import loopwarden as lw  # noqa: E402
-from loopwarden.telemetry import MetricsServer, Telemetry, serve_metrics  # noqa: E402
-from loopwarden.telemetry.prometheus import parse_address  # noqa: E402
-from tests.telemetry._otel import CANARY, SMALL, Timed  # noqa: E402
+import loopwarden as lw
+from loopwarden.telemetry import MetricsServer, Telemetry, serve_metrics
+from loopwarden.telemetry.prometheus import parse_address
+from tests.telemetry._otel import CANARY, SMALL, Timed
 
 
 @pytest.fixture(name="server")

@@ -46,7 +46,7 @@ def test_each_event_lands_on_the_current_span_with_exact_attributes(
     ]  # fmt: skip
     finished = spans.get_finished_spans()
     assert [s.name for s in finished] == ["execute_tool poll_status"] * 8
-    by_call = {i: s for i, s in enumerate(finished)}
+    by_call = dict(enumerate(finished))
     annotated = {i: [e.name for e in s.events] for i, s in by_call.items() if s.events}
     assert annotated == {
         3: ["loopwarden.warn"],

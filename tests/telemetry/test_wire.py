@@ -13,18 +13,18 @@ import pytest
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 pytest.importorskip("opentelemetry.proto")
 
-from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # noqa: E402
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-import loopwarden as lw  # noqa: E402
-from loopwarden.telemetry import Telemetry  # noqa: E402
-from tests.telemetry._otel import CANARY, SMALL, Timed  # noqa: E402
-from tests.telemetry._receiver import otlp_receiver  # noqa: E402
+import loopwarden as lw
+from loopwarden.telemetry import Telemetry
+from tests.telemetry._otel import CANARY, SMALL, Timed
+from tests.telemetry._receiver import otlp_receiver
 
 
 def value(any_value: Any) -> Any:
@@ -83,7 +83,7 @@ def test_spans_events_and_metrics_arrive_over_otlp_http() -> None:
     assert [name for name, _ in events] == [
         "loopwarden.warn", "loopwarden.block", "loopwarden.block", "loopwarden.stop",
     ]  # fmt: skip
-    name, stop = events[-1]
+    _name, stop = events[-1]
     assert stop == {
         "gen_ai.tool.name": "poll_status",
         "gen_ai.tool.call.id": "c7",
