@@ -6,6 +6,7 @@ everything is a no-op) decides where spans and metrics go.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -89,8 +90,8 @@ class OtelRecorder:
         code = stop_code(event)
         if code is not None:
             self._stopped.add(1, {**base, CODE: code})
-        span = trace.get_current_span()
-        if not span.is_recording():
+        span = _current_span()
+        if span is None:
             return
         span.add_event(event_name(event), event_attributes(event))
         if code is not None:
@@ -98,6 +99,25 @@ class OtelRecorder:
             # Frameworks reset the status description when our stop exception ends
             # their span; the attribute keeps the code.
             span.set_attribute(CODE, code)
+
+
+def _current_span() -> Any:
+    """The span to annotate: OpenTelemetry's current span, else the instrumented LangChain run's.
+
+    LangChain instrumentations open spans from callbacks without making them
+    current (OpenInference's explains why); OpenInference publishes the span of
+    the current LangChain run instead.
+    """
+    span = trace.get_current_span()
+    if span.is_recording():
+        return span
+    langchain = sys.modules.get("openinference.instrumentation.langchain")
+    finder = getattr(langchain, "get_current_span", None)
+    if finder is not None:
+        span = finder()
+        if span is not None and span.is_recording():
+            return span
+    return None
 
 
 def _base(tool: str, agent: str) -> Attrs:
