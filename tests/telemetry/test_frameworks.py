@@ -22,16 +22,16 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import StatusCode  # noqa: E402
+from opentelemetry.trace import StatusCode
 
-import loopwarden as lw  # noqa: E402
-from loopwarden.telemetry import Telemetry  # noqa: E402
-from tests.telemetry._otel import SMALL, meter_provider, metric_points, total  # noqa: E402
+import loopwarden as lw
+from loopwarden.telemetry import Telemetry
+from tests.telemetry._otel import SMALL, meter_provider, metric_points, total
 
 ACTIONS = ["loopwarden.warn", "loopwarden.block", "loopwarden.block", "loopwarden.stop"]
 
