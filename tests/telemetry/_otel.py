@@ -116,24 +116,29 @@ def meter_provider() -> tuple[MeterProvider, InMemoryMetricReader]:
 
 
 class Timed:
-    """What the guard driver will do: time each hook and tell Telemetry, around the public API."""
+    """What the guard driver will do: time each hook and tell Telemetry, around the public API.
+
+    The before_call time is kept per call id, as the driver keeps it with the
+    call's cached args hash, so ``record_outcome`` gets the call's whole guard time.
+    """
 
     def __init__(self, run: lw.RunGuard, telemetry: Telemetry) -> None:
         self.run = run
         self.telemetry = telemetry
+        self.before: dict[str | None, float] = {}
 
     def before_call(self, tool: str, params: Any, call_id: str | None = None) -> lw.Decision:
         start = time.perf_counter()
         try:
             decision = self.run.before_call(tool, params, call_id)
         except lw.LoopAbort:
-            self.telemetry.record_call(
-                "block", tool, self.run.agent_id, time.perf_counter() - start
-            )
+            spent = time.perf_counter() - start
+            self.telemetry.record_call("block", tool, self.run.agent_id, spent)
             raise
-        self.telemetry.record_call(
-            decision.action, tool, self.run.agent_id, time.perf_counter() - start
-        )
+        spent = time.perf_counter() - start
+        self.telemetry.record_call(decision.action, tool, self.run.agent_id, spent)
+        if not decision.blocked:
+            self.before[call_id] = spent
         return decision
 
     def after_call(self, tool: str, params: Any, call_id: str | None = None, **kw: Any) -> Any:
@@ -141,7 +146,8 @@ class Timed:
         try:
             return self.run.after_call(tool, params, call_id, **kw)
         finally:
-            self.telemetry.record_outcome(tool, self.run.agent_id, time.perf_counter() - start)
+            spent = time.perf_counter() - start + self.before.pop(call_id, 0.0)
+            self.telemetry.record_outcome(tool, self.run.agent_id, spent)
 
 
 def loop_until_stopped(

@@ -41,9 +41,9 @@ class Telemetry:
         max_agents: the same cap for agent ids.
 
     The guard driver calls :meth:`on_event` for every event (it is an
-    ``EventSink``), and :meth:`record_call` / :meth:`record_outcome` once per
-    ``before_call`` / ``after_call``. No method raises: a failing backend is
-    logged and the agent goes on.
+    ``EventSink``), :meth:`record_call` after each ``before_call`` and
+    :meth:`record_outcome` after each ``after_call``. No method raises: a
+    failing backend is logged and the agent goes on.
     """
 
     def __init__(
@@ -76,9 +76,11 @@ class Telemetry:
         return self._tool(tool), "" if agent_id is None else self._agent(agent_id)
 
     def record_call(self, action: str, tool: str, agent_id: str | None, seconds: float) -> None:
-        """One ``before_call``: its decision (``allow``, ``warn``, ``block``) and the guard's time.
+        """After ``before_call``: count the call by decision (``allow``, ``warn``, ``block``).
 
-        A call that raised a stop counts as ``block``: it was not run.
+        A call that raised a stop counts as ``block``: it was not run. For a
+        ``block`` no ``after_call`` follows, so ``seconds`` (the guard's time in
+        ``before_call``) is recorded as the call's guard duration.
         """
         try:
             tool_label, agent = self._labels(tool, agent_id)
@@ -88,7 +90,11 @@ class Telemetry:
             logger.exception("loopwarden telemetry failed to record a call")
 
     def record_outcome(self, tool: str, agent_id: str | None, seconds: float) -> None:
-        """One ``after_call``: the guard's time."""
+        """After ``after_call``: record the call's guard duration.
+
+        ``seconds`` is the guard's whole time for the call: its ``before_call``
+        plus this ``after_call``.
+        """
         try:
             tool_label, agent = self._labels(tool, agent_id)
             for recorder in self.recorders:

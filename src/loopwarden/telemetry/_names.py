@@ -28,7 +28,6 @@ WARNING_KEY = "loopwarden.warning_key"
 RUN_ID = "loopwarden.run_id"
 CODE = "loopwarden.code"
 ACTION = "loopwarden.action"
-HOOK = "loopwarden.hook"
 
 # -- metrics (OpenTelemetry name, unit, Prometheus name as exported) -----------------
 TOOL_CALLS = "loopwarden.tool_calls"
@@ -47,7 +46,7 @@ METRICS: dict[str, tuple[str, str, str]] = {
     GUARD_DURATION: (
         "s",
         "loopwarden_guard_duration_seconds",
-        "Time spent in the guard itself per hook (before_call, after_call).",
+        "Time spent in the guard itself per tool call (before_call plus after_call).",
     ),
 }
 

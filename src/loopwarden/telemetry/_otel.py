@@ -7,9 +7,12 @@ everything is a no-op) decides where spans and metrics go.
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Status, StatusCode
 
 from ..events import LoopEvent
@@ -21,7 +24,6 @@ from ._names import (
     DETECTOR,
     DURATION_BUCKETS,
     GUARD_DURATION,
-    HOOK,
     LEVEL,
     METRICS,
     RUNS_STOPPED,
@@ -43,17 +45,48 @@ def _version() -> str:
     return str(__version__)
 
 
+class _Tally:
+    """Counts per label tuple, reported through an observable counter when the SDK collects.
+
+    The SDK's synchronous ``Counter.add`` costs a few microseconds per call; a
+    locked dict update costs a tenth of that.
+    """
+
+    def __init__(self, attrs: Callable[[tuple[str, ...]], Attrs]) -> None:
+        self._attrs = attrs
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, ...], int] = {}
+
+    def add(self, key: tuple[str, ...]) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def observe(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            counts = list(self._counts.items())
+        return [Observation(n, self._attrs(key)) for key, n in counts]
+
+
 class OtelRecorder:
     """Records into OpenTelemetry instruments and onto the current span."""
 
     def __init__(self, meter_provider: Any = None) -> None:
         meter = metrics.get_meter("loopwarden", _version(), meter_provider)
-        unit, _, text = METRICS[TOOL_CALLS]
-        self._calls = meter.create_counter(TOOL_CALLS, unit=unit, description=text)
-        unit, _, text = METRICS[DETECTIONS]
-        self._detections = meter.create_counter(DETECTIONS, unit=unit, description=text)
-        unit, _, text = METRICS[RUNS_STOPPED]
-        self._stopped = meter.create_counter(RUNS_STOPPED, unit=unit, description=text)
+        # Label tuples end with (tool, agent); the rest is named per metric.
+        self._calls = _Tally(lambda k: {**_base(k[1], k[2]), ACTION: k[0]})
+        self._detections = _Tally(
+            lambda k: {**_base(k[3], k[4]), DETECTOR: k[0], LEVEL: k[1], ACTION: k[2]}
+        )
+        self._stopped = _Tally(lambda k: {**_base(k[1], k[2]), CODE: k[0]})
+        for name, tally in (
+            (TOOL_CALLS, self._calls),
+            (DETECTIONS, self._detections),
+            (RUNS_STOPPED, self._stopped),
+        ):
+            unit, _, text = METRICS[name]
+            meter.create_observable_counter(
+                name, callbacks=[tally.observe], unit=unit, description=text
+            )
         unit, _, text = METRICS[GUARD_DURATION]
         self._duration = meter.create_histogram(
             GUARD_DURATION,
@@ -61,35 +94,30 @@ class OtelRecorder:
             description=text,
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
         )
-        # Attribute dicts per label combination: labels are capped, so this stays small,
+        # Attribute dicts per (tool, agent): labels are capped, so this stays small,
         # and the per-call path builds no dicts.
-        self._attrs: dict[tuple[str, str, str], tuple[Attrs, Attrs]] = {}
-        self._after: dict[tuple[str, str], Attrs] = {}
+        self._attrs: dict[tuple[str, str], Attrs] = {}
+
+    def _base(self, tool: str, agent: str) -> Attrs:
+        key = (tool, agent)
+        attrs = self._attrs.get(key)
+        if attrs is None:
+            attrs = self._attrs[key] = _base(tool, agent)
+        return attrs
 
     def call(self, action: str, tool: str, agent: str, seconds: float) -> None:
-        key = (action, tool, agent)
-        cached = self._attrs.get(key)
-        if cached is None:
-            base = _base(tool, agent)
-            cached = self._attrs[key] = ({**base, ACTION: action}, {**base, HOOK: "before_call"})
-        self._calls.add(1, cached[0])
-        self._duration.record(seconds, cached[1])
+        self._calls.add((action, tool, agent))
+        if action == "block":  # no after_call follows: this is the call's whole guard time
+            self._duration.record(seconds, self._base(tool, agent))
 
     def outcome(self, tool: str, agent: str, seconds: float) -> None:
-        key = (tool, agent)
-        attrs = self._after.get(key)
-        if attrs is None:
-            attrs = self._after[key] = {**_base(tool, agent), HOOK: "after_call"}
-        self._duration.record(seconds, attrs)
+        self._duration.record(seconds, self._base(tool, agent))
 
     def event(self, event: LoopEvent, tool: str, agent: str) -> None:
-        base = _base(tool, agent)
-        self._detections.add(
-            1, {**base, DETECTOR: event.detector, LEVEL: event.level, ACTION: event.action}
-        )
+        self._detections.add((event.detector, event.level, event.action, tool, agent))
         code = stop_code(event)
         if code is not None:
-            self._stopped.add(1, {**base, CODE: code})
+            self._stopped.add((code, tool, agent))
         span = _current_span()
         if span is None:
             return

@@ -25,7 +25,6 @@ from ._names import (
     DETECTOR,
     DURATION_BUCKETS,
     GUARD_DURATION,
-    HOOK,
     LEVEL,
     METRICS,
     RUNS_STOPPED,
@@ -85,17 +84,18 @@ class PrometheusMetrics:
         self._duration = Histogram(
             _base_name(GUARD_DURATION),
             METRICS[GUARD_DURATION][2],
-            [_label(HOOK), tool, agent],
+            [tool, agent],
             registry=self.registry,
             buckets=DURATION_BUCKETS,
         )
 
     def call(self, action: str, tool: str, agent: str, seconds: float) -> None:
         self._calls.labels(action, tool, agent).inc()
-        self._duration.labels("before_call", tool, agent).observe(seconds)
+        if action == "block":  # no after_call follows
+            self._duration.labels(tool, agent).observe(seconds)
 
     def outcome(self, tool: str, agent: str, seconds: float) -> None:
-        self._duration.labels("after_call", tool, agent).observe(seconds)
+        self._duration.labels(tool, agent).observe(seconds)
 
     def event(self, event: LoopEvent, tool: str, agent: str) -> None:
         self._detections.labels(event.detector, event.level, event.action, tool, agent).inc()
