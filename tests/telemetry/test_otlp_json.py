@@ -84,6 +84,10 @@ def test_a_run_becomes_one_trace_with_the_events_on_their_call_spans() -> None:
     assert attrs(stop["attributes"])["loopwarden.count"] == "7"  # int64 as a JSON string
     assert spans[7]["status"] == {"code": 2, "message": "global_circuit_breaker"}
     assert all(s["status"] == {} for s in spans[:7])
+    for span in spans:  # events sit inside their call span
+        for event in span["events"]:
+            start, end = int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"])
+            assert start <= int(event["timeUnixNano"]) <= end
     assert int(root["startTimeUnixNano"]) <= int(spans[0]["startTimeUnixNano"])
     assert int(root["endTimeUnixNano"]) >= int(spans[-1]["startTimeUnixNano"])
     assert CANARY not in json.dumps(request)

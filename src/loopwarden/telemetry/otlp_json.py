@@ -174,6 +174,7 @@ def _spans(run_id: str, run: _Run) -> list[dict[str, Any]]:
             "status": {},
         }
         spans.append(span)
+        span["_start"], span["_end"] = call.time, end
         if call.call_id is not None:
             by_call_id[call.call_id] = span
         by_tool.setdefault(call.tool, []).append((call.time, span))
@@ -195,11 +196,16 @@ def _spans(run_id: str, run: _Run) -> list[dict[str, Any]]:
         "status": {},
     }
     for event in run.events:
-        times.append(event.time)
-        target = _target(event, by_call_id, by_tool) or root
+        target = _target(event, by_call_id, by_tool)
+        when = event.time
+        if target is None:
+            target = root
+            times.append(when)
+        else:  # replay decides later than the recorded call: keep the event inside its call
+            when = min(max(when, target["_start"]), target["_end"])
         target["events"].append(
             {
-                "timeUnixNano": _nanos(event.time),
+                "timeUnixNano": _nanos(when),
                 "name": event_name(event),
                 "attributes": _attributes(event_attributes(event)),
             }
@@ -209,6 +215,8 @@ def _spans(run_id: str, run: _Run) -> list[dict[str, Any]]:
             target["status"] = {"code": _STATUS_ERROR, "message": code}
     root["startTimeUnixNano"] = _nanos(min(times, default=0.0))
     root["endTimeUnixNano"] = _nanos(max(times, default=0.0))
+    for span in spans:
+        del span["_start"], span["_end"]
     return [root, *spans]
 
 
