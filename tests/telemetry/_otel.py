@@ -8,7 +8,6 @@ in-memory exporter that records only while a test asks for spans).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,22 +19,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import loopwarden as lw
-from loopwarden.telemetry import Telemetry
+from tests.telemetry._common import CANARY, SMALL, Timed
 
-# Small thresholds: warn at 3, block at 5, stop at 7 (as in tests/integrations).
-SMALL: dict[str, Any] = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-            "unknownToolThreshold": 3,
-            "postCompactionGuard": {"windowSize": 3},
-        }
-    }
-}
-CANARY = "sk-canary-7f3a9c1e"  # a fake secret placed in params and results
+__all__ = ["CANARY", "SMALL", "Timed", "global_spans", "loop_until_stopped", "meter_provider"]
 
 
 class _Gate(SpanProcessor):
@@ -113,41 +99,6 @@ def total(points: list[tuple[dict[str, Any], Any]], **where: Any) -> int:
 def meter_provider() -> tuple[MeterProvider, InMemoryMetricReader]:
     reader = InMemoryMetricReader()
     return MeterProvider(metric_readers=[reader]), reader
-
-
-class Timed:
-    """What the guard driver will do: time each hook and tell Telemetry, around the public API.
-
-    The before_call time is kept per call id, as the driver keeps it with the
-    call's cached args hash, so ``record_outcome`` gets the call's whole guard time.
-    """
-
-    def __init__(self, run: lw.RunGuard, telemetry: Telemetry) -> None:
-        self.run = run
-        self.telemetry = telemetry
-        self.before: dict[str | None, float] = {}
-
-    def before_call(self, tool: str, params: Any, call_id: str | None = None) -> lw.Decision:
-        start = time.perf_counter()
-        try:
-            decision = self.run.before_call(tool, params, call_id)
-        except lw.LoopAbort:
-            spent = time.perf_counter() - start
-            self.telemetry.record_call("block", tool, self.run.agent_id, spent)
-            raise
-        spent = time.perf_counter() - start
-        self.telemetry.record_call(decision.action, tool, self.run.agent_id, spent)
-        if not decision.blocked:
-            self.before[call_id] = spent
-        return decision
-
-    def after_call(self, tool: str, params: Any, call_id: str | None = None, **kw: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return self.run.after_call(tool, params, call_id, **kw)
-        finally:
-            spent = time.perf_counter() - start + self.before.pop(call_id, 0.0)
-            self.telemetry.record_outcome(tool, self.run.agent_id, spent)
 
 
 def loop_until_stopped(

@@ -13,7 +13,7 @@ import pytest
 import loopwarden as lw
 from loopwarden.telemetry import CallRecord, OtlpJsonWriter
 from loopwarden.telemetry.otlp_json import to_otlp
-from tests.telemetry._otel import CANARY, SMALL
+from tests.telemetry._common import CANARY, SMALL
 
 
 def guarded_run(

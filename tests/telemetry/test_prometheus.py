@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import loopwarden as lw
 from loopwarden.telemetry import MetricsServer, Telemetry, serve_metrics
 from loopwarden.telemetry.prometheus import parse_address
-from tests.telemetry._otel import CANARY, SMALL, Timed
+from tests.telemetry._common import CANARY, SMALL, Timed
 
 
 @pytest.fixture(name="server")
