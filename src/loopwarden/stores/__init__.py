@@ -33,6 +33,9 @@ _SCHEMES = {
     "sqlite": "loopwarden.stores.sqlite:SQLiteStore",
     "redis": "loopwarden.stores.redis:RedisStore",
     "rediss": "loopwarden.stores.redis:RedisStore",
+    "redis+unix": "loopwarden.stores.redis:RedisStore",
+    "redis+cluster": "loopwarden.stores.redis:RedisStore",
+    "redis+sentinel": "loopwarden.stores.redis:RedisStore",
 }
 
 

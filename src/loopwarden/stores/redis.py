@@ -1,0 +1,623 @@
+"""Redis store: one run's state shared by agent workers on many hosts.
+
+Every update of a run is one compare-and-set script call (see
+:mod:`._redis_cas`): one round trip when this process wrote the run last (it
+keeps the run's latest state and token in a small local cache), two when
+another process did. Runs are hashes under ``<prefix>run:{<key>}`` (the braces
+are a Cluster hash tag, so a run's keys share a slot) with a Redis TTL that
+every write renews; hook side records live under ``<prefix>kv:{<key>}``.
+
+Faults: short timeouts; any Redis failure raises
+:class:`~loopwarden.errors.StoreError`, which the guard turns into fail-open
+(or fail-closed). The first failure of an outage logs one warning; later calls
+fail at once, without touching the network, until a growing back-off has
+passed and one caller probes the server again. Recovery is logged, and a
+server that came back without its data is detected and logged too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import unquote
+
+from .._logging import logger
+from ..config import DEFAULT_STATE_TTL_SECONDS, LoopDetectionConfig
+from ..errors import ConfigError, StoreError
+from ..state import RunState
+from . import _redis_cas as cas
+from ._redis_url import build_client, key_part, parse_url, redact, validate_prefix
+from .base import BaseStore
+
+try:
+    import redis.exceptions as _rex
+except ModuleNotFoundError:  # the extra is not installed: RedisStore() says how to get it
+    _rex: Any = None  # type: ignore[no-redef]
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+O = TypeVar("O")  # noqa: E741
+
+_FIRST_BACKOFF = 0.25
+_LOCK_STRIPES = 64
+
+
+class _Unavailable(StoreError):
+    """A failure of an outage the store has already reported once."""
+
+    reported = True
+
+
+class _QuietRepeats(logging.Filter):
+    """Per-call errors of an outage already reported: DEBUG, not one ERROR per tool call."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = record.exc_info
+        if info and isinstance(info[1], _Unavailable):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+logger.addFilter(_QuietRepeats())
+
+
+@dataclass
+class _Outage:
+    since: float
+    retry_at: float
+    delay: float
+    reason: str
+    probing: bool = False
+    skipped: int = 0
+
+
+def _describe(exc: BaseException, timeout: float) -> str:
+    """What went wrong, in words that say what to do; never contains the password."""
+    rex = _rex
+    text = str(exc) or type(exc).__name__
+    low = text.lower()
+    if isinstance(exc, rex.AuthenticationError) or any(
+        s in low for s in ("wrongpass", "noauth", "invalid password", "invalid username")
+    ):
+        return f"authentication failed ({text}); check the user name and password in the URL"
+    if isinstance(exc, rex.NoPermissionError) or "noperm" in low:
+        return (
+            f"the Redis user lacks a permission ({text}); loopwarden needs EVALSHA, SCRIPT "
+            "LOAD, HGET, HSET, PEXPIRE, DEL, GET, SET and SCAN on its key prefix"
+        )
+    if "unknown command" in low:
+        return (
+            f"the server lacks a command loopwarden needs ({text}); use Redis 4 or later, or "
+            "Valkey, with Lua scripting (EVALSHA, SCRIPT LOAD) enabled"
+        )
+    if isinstance(exc, rex.TimeoutError):
+        return f"no answer within {timeout:g} s ({text})"
+    if isinstance(exc, rex.BusyLoadingError):
+        return f"the server is still loading its data ({text})"
+    if isinstance(exc, rex.ConnectionError):
+        return f"cannot connect ({text})"
+    if isinstance(exc, rex.ReadOnlyError):
+        return f"the server is a read-only replica ({text}); point the URL at the primary"
+    if isinstance(exc, rex.OutOfMemoryError):
+        return f"the server is out of memory ({text}); raise maxmemory or free space"
+    return f"{type(exc).__name__}: {text}"
+
+
+class RedisStore(BaseStore):
+    """Run states in Redis (standalone, TLS, Unix socket, Cluster or Sentinel); many hosts.
+
+    Args:
+        url: ``redis://``, ``rediss://``, ``redis+unix://``, ``redis+cluster://`` or
+            ``redis+sentinel://`` (see ``docs/stores-redis.md``). Options may be in its
+            query string; keyword arguments given here win over them.
+        prefix: prepended to every key (default ``lw:``); one per deployment.
+        ttl_seconds: a run idle this long is expired by Redis (default one day).
+        timeout: seconds to wait for any answer (default 0.25).
+        connect_timeout: seconds to wait for a connection (default: ``timeout``).
+        pool_size: connections per server (default 32).
+        busy_timeout: seconds one update may keep retrying against other writers.
+        backoff: longest wait, in seconds, between attempts while Redis is down (5).
+        cache_size: runs whose latest state this process keeps (saves a round trip).
+        compress: zlib-compress stored states (about half the size, more CPU).
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://localhost:6379/0",
+        *,
+        prefix: str | None = None,
+        ttl_seconds: float | None = None,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+        pool_size: int | None = None,
+        busy_timeout: float | None = None,
+        backoff: float | None = None,
+        cache_size: int | None = None,
+        compress: bool | None = None,
+    ) -> None:
+        _require_redis(url)
+        opts = parse_url(url)
+        given = {
+            "prefix": prefix,
+            "ttl": ttl_seconds,
+            "timeout": timeout,
+            "connect_timeout": connect_timeout,
+            "pool_size": pool_size,
+            "busy_timeout": busy_timeout,
+            "backoff": backoff,
+            "cache": cache_size,
+            "compress": compress,
+        }
+        for name, value in given.items():
+            if value is not None:
+                setattr(opts, name, value)
+        validate_prefix(url, opts.prefix)
+        if opts.ttl is None:
+            opts.ttl = DEFAULT_STATE_TTL_SECONDS
+        if opts.ttl <= 0 or opts.timeout <= 0:
+            raise ConfigError(f"Redis store {redact(url)}: ttl and timeout must be positive")
+        self.url = redact(url)
+        """The URL, without its password."""
+        self.options = opts
+        self.prefix = opts.prefix
+        self.ttl_seconds = opts.ttl
+        self._ttl_ms = max(1, round(opts.ttl * 1000))
+        self._client: Any = None
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._mu = threading.Lock()
+        self._pid = os.getpid()
+        self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._cache: OrderedDict[str, tuple[bytes, Any, object]] = OrderedDict()
+        self._outage: _Outage | None = None
+        self._generation: bytes | None = None
+        self._check_generation = True
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, *, ttl_seconds: float | None = None) -> RedisStore:
+        """A store for ``url``; ``ttl_seconds`` (the config's) applies unless the URL sets ttl."""
+        _require_redis(url)
+        has_ttl = parse_url(url).ttl is not None
+        return cls(url, ttl_seconds=None if has_ttl else ttl_seconds)
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.url!r})"
+
+    # -- keys --------------------------------------------------------------------
+    def run_key(self, key: str) -> str:
+        """The Redis key of a run's state."""
+        return f"{self.prefix}run:{{{key_part(key)}}}"
+
+    def value_key(self, key: str) -> str:
+        """The Redis key of a side record."""
+        return f"{self.prefix}kv:{{{key_part(key)}}}"
+
+    # -- clients and failures ------------------------------------------------------
+    def _sync_client(self) -> Any:
+        client = self._client
+        if client is None:
+            with self._mu:
+                if self._closed:
+                    raise StoreError(f"loopwarden Redis store {self.url}: the store is closed")
+                if self._client is None:
+                    self._client = build_client(self.options)
+                client = self._client
+        return client
+
+    def _async_client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            if self._closed:
+                raise StoreError(f"loopwarden Redis store {self.url}: the store is closed")
+            client = self._aclients[loop] = build_client(self.options, is_async=True)
+        return client
+
+    def _gate(self) -> bool:
+        """Fail at once while Redis is down; True when this call is the probe."""
+        if self._outage is None:
+            return False
+        with self._mu:
+            out = self._current_outage()
+            if out is None:
+                return False
+            now = time.monotonic()
+            if out.probing or now < out.retry_at:
+                out.skipped += 1
+                raise _Unavailable(
+                    f"loopwarden Redis store {self.url} is unavailable ({out.reason}); "
+                    f"next attempt in {max(0.0, out.retry_at - now):.1f} s"
+                )
+            out.probing = True
+            return True
+
+    def _current_outage(self) -> _Outage | None:
+        return self._outage
+
+    def _failed(self, exc: Exception, probe: bool) -> StoreError:
+        reason = _describe(exc, self.options.timeout)
+        now = time.monotonic()
+        with self._mu:
+            out = self._outage
+            if out is None:
+                first = min(_FIRST_BACKOFF, self.options.backoff)
+                self._outage = _Outage(now, now + first, first, reason)
+            else:
+                if probe:
+                    out.delay = min(max(out.delay * 2, _FIRST_BACKOFF), self.options.backoff)
+                    out.retry_at = now + out.delay
+                    out.probing = False
+                out.skipped += 1
+        if out is None:
+            logger.warning(
+                "loopwarden Redis store %s is unavailable: %s. Loop detection is suspended "
+                "(tool calls fail open, or closed when configured) and Redis is tried again "
+                "every few seconds; this is logged once per outage",
+                self.url,
+                reason,
+            )
+        return _Unavailable(f"loopwarden Redis store {self.url}: {reason}", exc)
+
+    def _succeeded(self) -> None:
+        if self._outage is None:
+            return
+        with self._mu:
+            out, self._outage = self._outage, None
+        if out is not None:
+            self._check_generation = True
+            logger.warning(
+                "loopwarden Redis store %s is reachable again after %.1f s (%d guard steps "
+                "were not checked)",
+                self.url,
+                time.monotonic() - out.since,
+                out.skipped,
+            )
+
+    def _abandon_probe(self, probe: bool) -> None:
+        if probe:
+            with self._mu:
+                if self._outage is not None:
+                    self._outage.probing = False
+
+    def _learned_generation(self, generation: bytes) -> None:
+        self._check_generation = False
+        known, self._generation = self._generation, generation
+        if known is not None and known != generation:
+            logger.warning(
+                "loopwarden Redis store %s came back without its data (restarted without "
+                "persistence, flushed, or failed over to an empty replica): runs in progress "
+                "start afresh",
+                self.url,
+            )
+
+    # -- driving the protocol ----------------------------------------------------------
+    def _run(self, ops: Generator[cas.Op, Any, T]) -> T:
+        probe = self._gate()
+        try:
+            client = self._sync_client()
+            reply: Any = None
+            while True:
+                try:
+                    op = ops.send(reply)
+                except StopIteration as done:
+                    result: T = done.value
+                    break
+                if isinstance(op, cas.Sleep):
+                    time.sleep(op.seconds)
+                    reply = None
+                else:
+                    reply = _eval(client, cas.CAS_SHA, cas.CAS_SCRIPT, op.key, op.args)
+            if self._check_generation:
+                self._learned_generation(
+                    _eval(client, cas.GEN_SHA, cas.GEN_SCRIPT, self._gen_key(), (cas.new_token(),))
+                )
+        except Exception as exc:
+            if _is_redis_error(exc):
+                raise self._failed(exc, probe) from None
+            self._abandon_probe(probe)
+            raise
+        self._succeeded()
+        return result
+
+    async def _arun(self, ops: Generator[cas.Op, Any, T]) -> T:
+        probe = self._gate()
+        try:
+            client = self._async_client()
+            reply: Any = None
+            while True:
+                try:
+                    op = ops.send(reply)
+                except StopIteration as done:
+                    result: T = done.value
+                    break
+                if isinstance(op, cas.Sleep):
+                    await asyncio.sleep(op.seconds)
+                    reply = None
+                else:
+                    reply = await _aeval(client, cas.CAS_SHA, cas.CAS_SCRIPT, op.key, op.args)
+            if self._check_generation:
+                generation = await _aeval(
+                    client, cas.GEN_SHA, cas.GEN_SCRIPT, self._gen_key(), (cas.new_token(),)
+                )
+                self._learned_generation(generation)
+        except Exception as exc:
+            if _is_redis_error(exc):
+                raise self._failed(exc, probe) from None
+            self._abandon_probe(probe)
+            raise
+        self._succeeded()
+        return result
+
+    def _gen_key(self) -> str:
+        return f"{self.prefix}generation"
+
+    # -- the local cache -------------------------------------------------------------
+    def _take(self, rkey: str, tag: object) -> tuple[bytes, Any] | None:
+        with self._mu:
+            entry = self._cache.pop(rkey, None)
+        if entry is None or (entry[2] is not tag and entry[2] != tag):
+            return None
+        return entry[0], entry[1]
+
+    def _keep(self, rkey: str, outcome: cas.Outcome[Any, Any], tag: object) -> None:
+        if outcome.vanished:
+            self._check_generation = True  # lost data, or just deleted/expired? Ask.
+        if outcome.cached is None or self.options.cache <= 0:
+            return
+        with self._mu:
+            self._cache[rkey] = (*outcome.cached, tag)
+            while len(self._cache) > self.options.cache:
+                self._cache.popitem(last=False)
+
+    def _stripe(self, rkey: str) -> threading.Lock:
+        if os.getpid() != self._pid:  # a forked child: locks held by parent threads are stuck
+            self._pid = os.getpid()
+            self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+            self._mu = threading.Lock()
+        return self._stripes[hash(rkey) % _LOCK_STRIPES]
+
+    # -- encoding ------------------------------------------------------------------
+    def _encode(self, state: RunState) -> bytes:
+        data = state.to_bytes()
+        return zlib.compress(data, 1) if self.options.compress else data
+
+    def _decoder(self, key: str, config: LoopDetectionConfig) -> Callable[[bytes], RunState]:
+        def decode(data: bytes) -> RunState:
+            try:
+                if data[:1] == b"x":  # a zlib stream; plain states start with "{"
+                    data = zlib.decompress(data)
+                return RunState.from_bytes(data, config)
+            except Exception as exc:
+                # One unreadable state must not wedge the run forever.
+                logger.warning(
+                    "loopwarden state of run %r in %s is unreadable (%s); starting it afresh",
+                    key.rsplit("\x1f", 1)[-1],
+                    self.url,
+                    exc,
+                )
+                return RunState.new(config)
+
+        return decode
+
+    def _run_ops(
+        self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
+    ) -> Generator[cas.Op, Any, cas.Outcome[T, RunState]]:
+        rkey = self.run_key(key)
+
+        def step(state: RunState) -> tuple[bytes, T, RunState]:
+            state.updated = time.time()
+            result = fn(state)
+            return self._encode(state), result, state
+
+        return cas.update(
+            rkey,
+            self._take(rkey, config),
+            lambda: RunState.new(config),
+            self._decoder(key, config),
+            step,
+            self._ttl_ms,
+            self.options.busy_timeout,
+        )
+
+    # -- the Store protocol ------------------------------------------------------------
+    def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
+        """Load (or create) the state of ``key``, apply ``fn``, save it; atomically.
+
+        ``fn`` may run more than once (when another process wrote the run meanwhile).
+        """
+        rkey = self.run_key(key)
+        stripe = self._stripe(rkey)
+        # Threads of this process take turns on a run instead of racing each other.
+        if not stripe.acquire(timeout=self.options.busy_timeout):
+            raise StoreError(f"loopwarden Redis store {self.url}: run {key!r} is busy")
+        try:
+            outcome = self._run(self._run_ops(key, config, fn))
+            self._keep(rkey, outcome, config)
+        finally:
+            stripe.release()
+        return outcome.result
+
+    async def atransact(
+        self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]
+    ) -> T:
+        """:meth:`transact` on the asyncio client of the running loop."""
+        outcome = await self._arun(self._run_ops(key, config, fn))
+        self._keep(self.run_key(key), outcome, config)
+        return outcome.result
+
+    def delete(self, key: str) -> None:
+        """Forget one run."""
+        self._delete(self.run_key(key))
+
+    def _delete(self, rkey: str) -> None:
+        with self._mu:
+            self._cache.pop(rkey, None)
+        self._command(lambda client: client.delete(rkey))
+
+    def _command(self, call: Callable[[Any], T]) -> T:
+        """One plain command through the outage gate."""
+        probe = self._gate()
+        try:
+            result = call(self._sync_client())
+        except Exception as exc:
+            if _is_redis_error(exc):
+                raise self._failed(exc, probe) from None
+            self._abandon_probe(probe)
+            raise
+        self._succeeded()
+        return result
+
+    # -- side records (SideRecords) ----------------------------------------------------
+    def transact_value(self, key: str, fn: Callable[[bytes | None], tuple[bytes | None, T]]) -> T:
+        """Atomically update a small side record: ``fn(old)`` returns ``(new, result)``.
+
+        ``new=None`` deletes the record. Side records expire like runs.
+        """
+        rkey = self.value_key(key)
+        stripe = self._stripe(rkey)
+        if not stripe.acquire(timeout=self.options.busy_timeout):
+            raise StoreError(f"loopwarden Redis store {self.url}: record {key!r} is busy")
+
+        def step(old: bytes | None) -> tuple[bytes | None, T, bytes | None]:
+            new, result = fn(old)
+            return new, result, new
+
+        try:
+            ops = cas.update(
+                rkey,
+                self._take(rkey, bytes),
+                lambda: None,
+                bytes,
+                step,
+                self._ttl_ms,
+                self.options.busy_timeout,
+            )
+            outcome = self._run(ops)
+            self._keep(rkey, outcome, bytes)
+        finally:
+            stripe.release()
+        return outcome.result
+
+    def delete_value(self, key: str) -> None:
+        """Forget one side record."""
+        self._delete(self.value_key(key))
+
+    # -- inspection (Inspectable) -----------------------------------------------------
+    def load(self, key: str, config: LoopDetectionConfig) -> RunState | None:
+        """The stored state of ``key`` (read only), or ``None``."""
+        data = self._command(lambda client: client.hget(self.run_key(key), "d"))
+        return None if data is None else self._decoder(key, config)(data)
+
+    def keys(self) -> list[str]:
+        """Keys of the stored runs (a SCAN over the prefix; for inspection and tests)."""
+        head = f"{self.prefix}run:{{"
+        pattern = _glob_escape(head) + "*"
+
+        def scan(client: Any) -> list[str]:
+            found = {k.decode() if isinstance(k, bytes) else k for k in client.scan_iter(pattern)}
+            return sorted(unquote(k[len(head) : -1]) for k in found if k.endswith("}"))
+
+        return self._command(scan)
+
+    def expire(self, now: float | None = None) -> None:
+        """Nothing to do: Redis expires idle runs itself (each write renews the TTL)."""
+
+    def check(self) -> None:
+        """Connect, authenticate and run the scripts once; raises :class:`StoreError` naming
+        what is wrong (unreachable, authentication, missing commands)."""
+        try:
+            client = self._sync_client()
+            client.ping()
+            generation = _eval(client, cas.GEN_SHA, cas.GEN_SCRIPT, self._gen_key(), (b"x",))
+            reply = _eval(
+                client, cas.CAS_SHA, cas.CAS_SCRIPT, self._gen_key() + ":check", (b"", b"x")
+            )
+        except Exception as exc:
+            if not _is_redis_error(exc):
+                raise
+            raise StoreError(
+                f"loopwarden Redis store {self.url}: {_describe(exc, self.options.timeout)}", exc
+            ) from None
+        if not generation or reply != 1:
+            raise StoreError(f"loopwarden Redis store {self.url}: unexpected script replies")
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        """Close this store's connections (async ones as far as their loops allow)."""
+        with self._mu:
+            self._closed = True
+            client, self._client = self._client, None
+            aclients = list(self._aclients.items())
+            self._aclients = weakref.WeakKeyDictionary()
+            self._cache.clear()
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+        for loop, aclient in aclients:
+            _close_async(loop, aclient)
+
+    async def aclose(self) -> None:
+        """Close this store, awaiting the running loop's async client."""
+        loop = asyncio.get_running_loop()
+        aclient = self._aclients.pop(loop, None)
+        if aclient is not None:
+            with contextlib.suppress(Exception):
+                await aclient.aclose()
+        self.close()
+
+
+def _close_async(loop: asyncio.AbstractEventLoop, client: Any) -> None:
+    try:
+        if loop.is_closed():
+            return
+        if loop.is_running():
+            loop.create_task(client.aclose())
+        else:
+            loop.run_until_complete(client.aclose())
+    except Exception:
+        logger.debug("loopwarden could not close an asyncio Redis client", exc_info=True)
+
+
+def _eval(client: Any, sha: str, script: str, key: str, args: tuple[Any, ...]) -> Any:
+    try:
+        return client.evalsha(sha, 1, key, *args)
+    except _rex.NoScriptError:
+        client.script_load(script)
+        return client.evalsha(sha, 1, key, *args)
+
+
+async def _aeval(client: Any, sha: str, script: str, key: str, args: tuple[Any, ...]) -> Any:
+    try:
+        return await client.evalsha(sha, 1, key, *args)
+    except _rex.NoScriptError:
+        await client.script_load(script)
+        return await client.evalsha(sha, 1, key, *args)
+
+
+def _is_redis_error(exc: BaseException) -> bool:
+    return isinstance(exc, (_rex.RedisError, _rex.RedisClusterException, OSError))
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _require_redis(url: str) -> None:
+    if _rex is None:
+        raise ConfigError(
+            f"the Redis store ({redact(url)}) needs the redis package: "
+            "pip install 'loopwarden[redis]'"
+        )
