@@ -72,6 +72,15 @@ class _QuietRepeats(logging.Filter):
 logger.addFilter(_QuietRepeats())
 
 
+class _AsyncClient:
+    """The asyncio client of one event loop, initialised once."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.lock = asyncio.Lock()
+        self.ready = False
+
+
 @dataclass
 class _Outage:
     since: float
@@ -174,7 +183,7 @@ class RedisStore(BaseStore):
         self.ttl_seconds = opts.ttl
         self._ttl_ms = max(1, round(opts.ttl * 1000))
         self._client: Any = None
-        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
         self._mu = threading.Lock()
@@ -217,14 +226,21 @@ class RedisStore(BaseStore):
                 client = self._client
         return client
 
-    def _async_client(self) -> Any:
+    async def _async_client(self) -> Any:
         loop = asyncio.get_running_loop()
-        client = self._aclients.get(loop)
-        if client is None:
+        entry = self._aclients.get(loop)
+        if entry is None:
             if self._closed:
                 raise StoreError(f"loopwarden Redis store {self.url}: the store is closed")
-            client = self._aclients[loop] = build_client(self.options, is_async=True)
-        return client
+            entry = self._aclients[loop] = _AsyncClient(build_client(self.options, is_async=True))
+        if not entry.ready:
+            # Concurrent first commands would each discover the Cluster topology and
+            # close each other's connections: the first caller does it for all.
+            async with entry.lock:
+                if not entry.ready:
+                    await entry.client.initialize()
+                    entry.ready = True
+        return entry.client
 
     def _gate(self) -> bool:
         """Fail at once while Redis is down; True when this call is the probe."""
@@ -335,7 +351,7 @@ class RedisStore(BaseStore):
     async def _arun(self, ops: Generator[cas.Op, Any, T]) -> T:
         probe = self._gate()
         try:
-            client = self._async_client()
+            client = await self._async_client()
             reply: Any = None
             while True:
                 try:
@@ -567,7 +583,7 @@ class RedisStore(BaseStore):
             with contextlib.suppress(Exception):
                 client.close()
         for loop, aclient in aclients:
-            _close_async(loop, aclient)
+            _close_async(loop, aclient.client)
 
     async def aclose(self) -> None:
         """Close this store, awaiting the running loop's async client."""
@@ -575,7 +591,7 @@ class RedisStore(BaseStore):
         aclient = self._aclients.pop(loop, None)
         if aclient is not None:
             with contextlib.suppress(Exception):
-                await aclient.aclose()
+                await aclient.client.aclose()
         self.close()
 
 
