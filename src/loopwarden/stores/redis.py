@@ -293,7 +293,6 @@ class RedisStore(BaseStore):
         with self._mu:
             out, self._outage = self._outage, None
         if out is not None:
-            self._check_generation = True
             logger.warning(
                 "loopwarden Redis store %s is reachable again after %.1f s (%d guard steps "
                 "were not checked)",
@@ -320,7 +319,7 @@ class RedisStore(BaseStore):
             )
 
     # -- driving the protocol ----------------------------------------------------------
-    def _run(self, ops: Generator[cas.Op, Any, T]) -> T:
+    def _run(self, ops: Generator[cas.Op, Any, cas.Outcome[T, O]]) -> cas.Outcome[T, O]:
         probe = self._gate()
         try:
             client = self._sync_client()
@@ -329,14 +328,14 @@ class RedisStore(BaseStore):
                 try:
                     op = ops.send(reply)
                 except StopIteration as done:
-                    result: T = done.value
+                    result: cas.Outcome[T, O] = done.value
                     break
                 if isinstance(op, cas.Sleep):
                     time.sleep(op.seconds)
                     reply = None
                 else:
                     reply = _eval(client, cas.CAS_SHA, cas.CAS_SCRIPT, op.key, op.args)
-            if self._check_generation:
+            if self._check_generation or result.vanished or self._outage is not None:
                 self._learned_generation(
                     _eval(client, cas.GEN_SHA, cas.GEN_SCRIPT, self._gen_key(), (cas.new_token(),))
                 )
@@ -348,7 +347,9 @@ class RedisStore(BaseStore):
         self._succeeded()
         return result
 
-    async def _arun(self, ops: Generator[cas.Op, Any, T]) -> T:
+    async def _arun(
+        self, ops: Generator[cas.Op, Any, cas.Outcome[T, O]]
+    ) -> cas.Outcome[T, O]:
         probe = self._gate()
         try:
             client = await self._async_client()
@@ -357,14 +358,14 @@ class RedisStore(BaseStore):
                 try:
                     op = ops.send(reply)
                 except StopIteration as done:
-                    result: T = done.value
+                    result: cas.Outcome[T, O] = done.value
                     break
                 if isinstance(op, cas.Sleep):
                     await asyncio.sleep(op.seconds)
                     reply = None
                 else:
                     reply = await _aeval(client, cas.CAS_SHA, cas.CAS_SCRIPT, op.key, op.args)
-            if self._check_generation:
+            if self._check_generation or result.vanished or self._outage is not None:
                 generation = await _aeval(
                     client, cas.GEN_SHA, cas.GEN_SCRIPT, self._gen_key(), (cas.new_token(),)
                 )
@@ -389,8 +390,6 @@ class RedisStore(BaseStore):
         return entry[0], entry[1]
 
     def _keep(self, rkey: str, outcome: cas.Outcome[Any, Any], tag: object) -> None:
-        if outcome.vanished:
-            self._check_generation = True  # lost data, or just deleted/expired? Ask.
         if outcome.cached is None or self.options.cache <= 0:
             return
         with self._mu:

@@ -54,6 +54,7 @@ class Server:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5, **kwargs)  # type: ignore[arg-type]
 
     def start(self, *extra: str, wait: bool = True) -> Server:
+        self.stop()
         log = open(self.dir / "server.log", "ab")  # noqa: SIM115 - the child keeps it
         self.proc = subprocess.Popen(
             [
