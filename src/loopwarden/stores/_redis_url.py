@@ -263,6 +263,8 @@ def build_client(opts: RedisOptions, *, is_async: bool = False) -> Any:
         "password": opts.password,
         "socket_timeout": opts.timeout,
         "socket_connect_timeout": opts.connect_timeout or opts.timeout,
+        # RESP2: every Redis and Valkey version and every proxy speaks it.
+        "protocol": 2,
     }
     if opts.ssl:
         kwargs["ssl"] = True

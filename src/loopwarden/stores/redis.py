@@ -347,9 +347,7 @@ class RedisStore(BaseStore):
         self._succeeded()
         return result
 
-    async def _arun(
-        self, ops: Generator[cas.Op, Any, cas.Outcome[T, O]]
-    ) -> cas.Outcome[T, O]:
+    async def _arun(self, ops: Generator[cas.Op, Any, cas.Outcome[T, O]]) -> cas.Outcome[T, O]:
         probe = self._gate()
         try:
             client = await self._async_client()

@@ -1,4 +1,4 @@
-"""Redis faults: the agent is never broken, each outage is logged once, recovery needs no restart."""
+"""Redis faults: the agent is never broken, each outage is logged once, no restart needed."""
 
 from __future__ import annotations
 
