@@ -579,6 +579,12 @@ class RedisStore(BaseStore):
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
+                # Sentinel clients own neither their pool nor the sentinel connections.
+                pool = getattr(client, "connection_pool", None)
+                if pool is not None:
+                    pool.disconnect()
+                    for sentinel in _sentinels(pool):
+                        sentinel.close()
         for loop, aclient in aclients:
             _close_async(loop, aclient.client)
 
@@ -587,8 +593,7 @@ class RedisStore(BaseStore):
         loop = asyncio.get_running_loop()
         aclient = self._aclients.pop(loop, None)
         if aclient is not None:
-            with contextlib.suppress(Exception):
-                await aclient.client.aclose()
+            await _aclose(aclient.client)
         self.close()
 
 
@@ -597,11 +602,26 @@ def _close_async(loop: asyncio.AbstractEventLoop, client: Any) -> None:
         if loop.is_closed():
             return
         if loop.is_running():
-            loop.create_task(client.aclose())
+            loop.create_task(_aclose(client))
         else:
-            loop.run_until_complete(client.aclose())
+            loop.run_until_complete(_aclose(client))
     except Exception:
         logger.debug("loopwarden could not close an asyncio Redis client", exc_info=True)
+
+
+async def _aclose(client: Any) -> None:
+    with contextlib.suppress(Exception):
+        await client.aclose()
+        pool = getattr(client, "connection_pool", None)
+        if pool is not None:
+            await pool.disconnect()
+            for sentinel in _sentinels(pool):
+                await sentinel.aclose()
+
+
+def _sentinels(pool: Any) -> list[Any]:
+    manager = getattr(pool, "sentinel_manager", None)
+    return list(getattr(manager, "sentinels", []))
 
 
 def _eval(client: Any, sha: str, script: str, key: str, args: tuple[Any, ...]) -> Any:

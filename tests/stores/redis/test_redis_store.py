@@ -1,4 +1,4 @@
-"""Redis store specifics: URLs and options, clear errors, TLS, Unix sockets, Sentinel, hooks, leaks."""
+"""Redis store specifics: URLs, clear errors, TLS, Unix sockets, Sentinel, hooks, no leaks."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ class TestClearErrors:
         with own_server.client() as client:
             client.execute_command("ACL", "SETUSER", "ro", "on", ">pw", "~*", "+@read")
         store = RedisStore(f"redis://ro:pw@127.0.0.1:{own_server.port}/0")
-        with pytest.raises(StoreError, match="lacks a permission.*EVALSHA"):
+        with pytest.raises(StoreError, match=r"lacks a permission.*EVALSHA"):
             store.check()
         store.close()
 
@@ -167,9 +167,11 @@ class TestTopologies:
         """rediss:// talks TLS, verifying the server with the CA file given in the URL."""
         cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
         subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
-            + ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"]
-            + ["-addext", "subjectAltName=IP:127.0.0.1"],
+            [
+                *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+                *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
+                *("-addext", "subjectAltName=IP:127.0.0.1"),
+            ],
             capture_output=True,
             check=True,
         )
