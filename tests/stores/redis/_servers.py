@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -77,6 +78,8 @@ class Server:
             cwd=self.dir,
         )
         log.close()
+        # Never outlive the test session, whatever happens to the fixture's teardown.
+        weakref.finalize(self, _kill, self.proc)
         if wait:
             self.wait_ready()
         return self
@@ -114,6 +117,12 @@ class Server:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
 
 
 def cli(*args: str) -> str:
@@ -226,6 +235,7 @@ class SentinelSetup:
             [require_redis(), str(conf), "--sentinel"], stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
+        weakref.finalize(self, _kill, self.sentinel.proc)
         self.sentinel.wait_ready()
 
         def replica_known() -> bool:
