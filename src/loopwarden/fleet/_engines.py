@@ -1,0 +1,188 @@
+"""Running shards: in this process, on local worker processes, or on Ray.
+
+Every engine yields the results in shard order, whatever order the workers
+finish in, and keeps at most a few shards per worker in flight, so the parent's
+memory does not grow with the number of inputs. A worker that dies (killed,
+out of memory, a crash in native code) costs only its shard, which comes back
+as a failed result; the job goes on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from ._inputs import Shard
+
+__all__ = ["ENGINES", "ShardTask", "default_workers", "run_shards"]
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+ENGINES = ("local", "ray")
+Engine = Literal["local", "ray"]
+
+# Shards in flight per worker: enough to keep workers busy while the parent
+# consumes results in order, few enough that waiting results stay small.
+_IN_FLIGHT = 2
+
+
+class ShardTask(Protocol[R_co]):
+    """What a worker does with one shard. Must be picklable (it travels to the workers)."""
+
+    def run(self, shard: Shard) -> R_co:
+        """The shard's result; never raises for bad input (it reports problems instead)."""
+        ...
+
+    def failed(self, shard: Shard, reason: str) -> R_co:
+        """The result of a shard whose worker died."""
+        ...
+
+
+def default_workers() -> int:
+    """The number of cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _run_task(task: ShardTask[R], shard: Shard) -> R:
+    return task.run(shard)
+
+
+def run_shards(
+    task: ShardTask[R],
+    shards: Sequence[Shard],
+    *,
+    workers: int | None = None,
+    engine: Engine = "local",
+    ray_address: str | None = None,
+) -> Iterator[R]:
+    """Run ``task`` on every shard; yields the results in shard order.
+
+    ``engine="local"`` uses ``workers`` processes (the number of cores by
+    default; 1 runs in this process). ``engine="ray"`` submits the shards as
+    Ray tasks: to the cluster at ``ray_address``, to a Ray already initialised
+    in this process, or to a local Ray started (and stopped) here with
+    ``workers`` CPUs.
+    """
+    count = workers if workers is not None else default_workers()
+    if engine == "ray":
+        return _ray(task, shards, count, ray_address)
+    if engine != "local":
+        raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    if count <= 1 or len(shards) <= 1 or any(s.path is None and s.url is None for s in shards):
+        # (stdin can only be read by this process)
+        return (task.run(shard) for shard in shards)
+    return _processes(task, shards, min(count, len(shards)))
+
+
+class _Pool(Generic[R]):
+    def __init__(self, task: ShardTask[R], workers: int) -> None:
+        self.task = task
+        self.workers = workers
+        self.executor = self._new()
+
+    def _new(self) -> ProcessPoolExecutor:
+        import multiprocessing
+
+        # forkserver: workers start clean (no copied threads or locks of the parent).
+        method = (
+            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        )
+        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(method))
+
+    def submit(self, shard: Shard) -> Future[R]:
+        return self.executor.submit(_run_task, self.task, shard)
+
+    def renew(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.executor = self._new()
+
+    def alone(self, shard: Shard) -> R:
+        """Run one shard with no other in flight: a second death is its own."""
+        try:
+            return self.submit(shard).result()
+        except BrokenProcessPool:
+            self.renew()
+            return self.task.failed(shard, "the worker process died while reading this input")
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _processes(task: ShardTask[R], shards: Sequence[Shard], workers: int) -> Iterator[R]:
+    pool = _Pool(task, workers)
+    todo = iter(shards)
+    flight: deque[tuple[Shard, Future[R]]] = deque()
+    limit = workers * _IN_FLIGHT
+    try:
+        for shard in todo:
+            flight.append((shard, pool.submit(shard)))
+            if len(flight) >= limit:
+                break
+        while flight:
+            shard, future = flight.popleft()
+            try:
+                result = future.result()
+            except BrokenProcessPool:
+                # Every shard in flight died with the pool; find the culprit by
+                # running this one alone, then resubmit the others.
+                pool.renew()
+                result = pool.alone(shard)
+                flight = deque((s, pool.submit(s)) for s, _ in flight)
+            except Exception as exc:  # an unpicklable result, a bug in a task
+                result = task.failed(shard, f"worker error: {type(exc).__name__}: {exc}")
+            yield result
+            for shard in todo:
+                flight.append((shard, pool.submit(shard)))
+                break
+    finally:
+        pool.close()
+
+
+def _ray(
+    task: ShardTask[R], shards: Sequence[Shard], workers: int, address: str | None
+) -> Iterator[R]:
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError("--engine ray needs Ray: pip install 'loopwarden[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address is None:
+            options["num_cpus"] = workers
+        ray.init(address=address, **options)
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(_run_task)
+        task_ref = ray.put(task)
+        flight: deque[tuple[Shard, Any]] = deque()
+        todo = iter(shards)
+        limit = max(1, workers) * _IN_FLIGHT
+        for shard in todo:
+            flight.append((shard, remote.remote(task_ref, shard)))
+            if len(flight) >= limit:
+                break
+        while flight:
+            shard, ref = flight.popleft()
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                reason = (
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                )
+                result = task.failed(shard, f"the Ray worker failed on this input: {reason}")
+            yield result
+            for shard in todo:
+                flight.append((shard, remote.remote(task_ref, shard)))
+                break
+    finally:
+        if started:
+            ray.shutdown()
