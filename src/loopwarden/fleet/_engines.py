@@ -150,7 +150,7 @@ def _ray(
     task: ShardTask[R], shards: Sequence[Shard], workers: int, address: str | None
 ) -> Iterator[R]:
     try:
-        import ray
+        import ray  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         raise RuntimeError("--engine ray needs Ray: pip install 'loopwarden[ray]'") from None
     started = False
@@ -161,7 +161,7 @@ def _ray(
         ray.init(address=address, **options)
         started = True
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(_run_task)
+        remote: Any = ray.remote(num_cpus=1, max_retries=0)(_run_task)
         task_ref = ray.put(task)
         flight: deque[tuple[Shard, Any]] = deque()
         todo = iter(shards)

@@ -68,7 +68,7 @@ def _is_url(text: str) -> bool:
 def _url_inputs(given: str) -> list[tuple[str, str, int]]:
     """``(name, url, size)`` for an fsspec URL, glob or folder."""
     try:
-        import fsspec
+        import fsspec  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError:
         raise TraceInputError(
             f"{given}: reading URLs needs fsspec (pip install fsspec, plus the "

@@ -24,13 +24,14 @@ from ..traces import (
     TraceFormatError,
     TraceInputError,
     TraceSink,
-    parse_document,
+    _document_format,
+    _sniff_jsonl,
+    _unknown_message,
     read_source,
 )
-from ..traces import _document_format, _sniff_jsonl, _unknown_message
 from ..traces._common import ReadContext, jsonl_records
 from ..traces._sink import Loc
-from ..traces._source import document_records, open_source
+from ..traces._source import document_records, open_source, parse_document
 from ._inputs import Shard
 
 __all__ = ["RecordTap", "read_shard"]
@@ -64,7 +65,7 @@ def read_shard(
 @contextlib.contextmanager
 def _fetched(url: str) -> Iterator[str]:
     """A local copy of a URL's bytes (streamed; removed afterwards)."""
-    import fsspec
+    import fsspec  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     suffix = ".gz" if url.endswith(".gz") else ""
     fd, local = tempfile.mkstemp(prefix="loopwarden-", suffix=suffix)

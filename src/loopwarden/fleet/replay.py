@@ -19,7 +19,7 @@ from ._engines import Engine, run_shards
 from ._inputs import Shard
 from ._job import ShardJob, ShardResult, ShardSink
 
-__all__ = ["ReplayJob", "ReplayPayload", "Renumber", "numbering", "replay_fleet"]
+__all__ = ["Renumber", "ReplayJob", "ReplayPayload", "numbering", "replay_fleet"]
 
 
 def chunk_number(key: str, label: str, name: str) -> tuple[int, bool] | None:

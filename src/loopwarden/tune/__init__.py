@@ -48,7 +48,7 @@ class Recommendation:
 
     index: int | None
     basis: str
-    """``labels`` (false blocks on runs labelled good) or ``loops`` (blocks in runs without a loop)."""
+    """``labels``: false blocks on runs labelled good; ``loops``: blocks in runs without a loop."""
     zero_false_blocks: bool
     text: str
 

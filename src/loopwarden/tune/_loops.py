@@ -45,7 +45,7 @@ class LoopTracker:
         self.marks_same: list[tuple[int, int]] = [(0, 0)] * configs
         self.marks_alt: list[tuple[int, int]] = [(0, 0)] * configs
         self.loops: list[tuple[int, int, list[int | None]]] = []
-        """``(start call, length, first alarm position per config)``; position 1 = loop's first call."""
+        """``(start call, length, first alarm position per config)``; 1 = the loop's first call."""
         self.omitted = 0
 
     def call(self, index: int, sig: str) -> None:

@@ -181,9 +181,12 @@ class UsageTap:
 
     def _openclaw(self, record: Mapping[str, Any]) -> None:
         message = record.get("message")
-        if record.get("type") == "message" and isinstance(message, Mapping):
-            if message.get("role") == "assistant":
-                self._new_turn(usage_tokens(message.get("usage")))
+        if (
+            record.get("type") == "message"
+            and isinstance(message, Mapping)
+            and message.get("role") == "assistant"
+        ):
+            self._new_turn(usage_tokens(message.get("usage")))
 
     def _chat(self, record: Mapping[str, Any]) -> None:
         role = record.get("role")
@@ -213,23 +216,24 @@ class UsageTap:
                 for call_id in _chat_call_ids(item):
                     self.by_call[call_id] = (turn, tokens)
             elif item.get("type") in ("function_call", "custom_tool_call", "mcp_call"):
-                call_id = item.get("call_id") or item.get("id")
-                if isinstance(call_id, str):
-                    self.by_call[call_id] = (turn, tokens)
+                item_id = item.get("call_id") or item.get("id")
+                if isinstance(item_id, str):
+                    self.by_call[item_id] = (turn, tokens)
 
 
 def _chat_call_ids(message: Mapping[str, Any]) -> Iterator[str]:
     calls = message.get("tool_calls")
     if isinstance(calls, list):
         for call in calls:
-            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
-                yield call["id"]
+            ident = call.get("id") if isinstance(call, Mapping) else None
+            if isinstance(ident, str):
+                yield ident
     content = message.get("content")
     if isinstance(content, list):
         for block in content:
-            if isinstance(block, Mapping) and block.get("type") == "tool_use":
-                if isinstance(block.get("id"), str):
-                    yield block["id"]
+            ident = block.get("id") if isinstance(block, Mapping) else None
+            if isinstance(ident, str) and block.get("type") == "tool_use":
+                yield ident
 
 
 def _dig(record: Mapping[str, Any], path: tuple[str, ...]) -> Any:

@@ -29,7 +29,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
 .card b{display:block;font-size:20px}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
 th,td{border-bottom:1px solid #e5e8eb;padding:5px 8px;text-align:right}
-th:first-child,td:first-child,td.ch{text-align:left}
+th:first-child,th:nth-child(2),td:first-child,td.ch{text-align:left}
 tr.best{background:#e9f7ec}tr.bad td.fb{color:#c62828;font-weight:600}
 pre{background:#f6f8fa;border:1px solid #d1d9e0;border-radius:8px;padding:12px;overflow:auto}
 .rec{border-left:4px solid #2e7d32;padding:6px 12px;background:#f3faf4}
@@ -74,7 +74,8 @@ def chart_svg(outcome: TuneOutcome) -> str:
     ]
     for t in yt:
         parts.append(
-            f'<line class="grid" x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{py(t):.1f}" y2="{py(t):.1f}"/>'
+            f'<line class="grid" x1="{_LEFT}" x2="{_W - _RIGHT}" '
+            f'y1="{py(t):.1f}" y2="{py(t):.1f}"/>'
             f'<text x="{_LEFT - 8}" y="{py(t) + 4:.1f}" text-anchor="end">{t}</text>'
         )
     for t in xt:
@@ -92,7 +93,8 @@ def chart_svg(outcome: TuneOutcome) -> str:
         else "runs blocked without any loop (no labels given)"
     )
     parts.append(
-        f'<text x="{_LEFT + plot_w / 2:.0f}" y="{_H - 16}" text-anchor="middle">{_e(x_label)}</text>'
+        f'<text x="{_LEFT + plot_w / 2:.0f}" y="{_H - 16}" '
+        f'text-anchor="middle">{_e(x_label)}</text>'
         f'<text transform="translate(18 {_TOP + plot_h / 2:.0f}) rotate(-90)" '
         f'text-anchor="middle">tool calls prevented</text>'
     )

@@ -95,8 +95,12 @@ class Corpus:
 class LabelBook:
     """Outcome labels by run id (or session id), from ``--labels FILE``."""
 
-    def __init__(self, labels: Mapping[str, str] | None = None) -> None:
-        self.labels = dict(labels or {})
+    def __init__(self, labels: Mapping[str, Any] | None = None) -> None:
+        self.labels: dict[str, str] = {}
+        for run, value in (labels or {}).items():
+            word = label_word(value)
+            if word is not None:
+                self.labels[str(run)] = word
         self.used = 0
 
     def __bool__(self) -> bool:

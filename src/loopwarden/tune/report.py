@@ -136,7 +136,7 @@ def to_dict(
     """The JSON report."""
     corpus = outcome.corpus
     configs = []
-    for i, (cand, stats) in enumerate(zip(outcome.candidates, outcome.stats, strict=True)):
+    for cand, stats in zip(outcome.candidates, outcome.stats, strict=True):
         recorded = corpus.runs_with_usage > 0
         configs.append(
             {

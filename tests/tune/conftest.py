@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from .corpus import local_ray
+
+__all__ = ["local_ray"]

@@ -1,0 +1,90 @@
+"""Small synthetic trace corpora with known answers, and a local Ray for the engine tests."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM_NOTE = "chromium is not installed (CI installs it from apt)"
+
+
+def conversation(
+    ident: str | None,
+    calls: list[tuple[str, dict[str, Any], str]],
+    *,
+    usage: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A Chat Completions conversation: one assistant turn per call, then its tool result."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "do the task"}]
+    for n, (tool, args, result) in enumerate(calls, 1):
+        turn: dict[str, Any] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"c{n}",
+                    "type": "function",
+                    "function": {"name": tool, "arguments": json.dumps(args)},
+                }
+            ],
+        }
+        if usage is not None:
+            turn["usage"] = {"prompt_tokens": usage - 10, "completion_tokens": 10}
+        messages.append(turn)
+        messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": result})
+    out: dict[str, Any] = {"messages": messages}
+    if ident is not None:
+        out["id"] = ident
+    out.update(extra or {})
+    return out
+
+
+def stuck_loop() -> list[tuple[str, dict[str, Any], str]]:
+    """14 identical calls with identical results: a real short loop that ends with the budget."""
+    return [("check_status", {"job": 1}, "pending")] * 14
+
+
+def slow_progress() -> list[tuple[str, dict[str, Any], str]]:
+    """8 identical polls with the same answer, then the job is done: a healthy run."""
+    return [("check_status", {"job": 2}, "pending")] * 8 + [("deploy", {"job": 2}, "deployed")]
+
+
+def plain() -> list[tuple[str, dict[str, Any], str]]:
+    return [("read", {"path": f"/src/{n}.py"}, f"text {n}") for n in range(5)]
+
+
+def write_jsonl(path: Path, records: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def known_corpus(folder: Path, *, usage: int | None = 110) -> Path:
+    """One stuck run, one healthy slow-progress run, one plain healthy run."""
+    write_jsonl(
+        folder / "runs.jsonl",
+        [
+            conversation("bad-loop", stuck_loop(), usage=usage),
+            conversation("good-progress", slow_progress(), usage=usage),
+            conversation("good-plain", plain(), usage=usage),
+        ],
+    )
+    return folder
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Any:
+    """A local Ray with two CPUs for the whole session (skipped without ray, except in CI)."""
+    try:
+        import ray
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("ray is required in CI (the loopwarden[ray] extra)")
+        pytest.skip("ray is not installed (pip install 'loopwarden[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
