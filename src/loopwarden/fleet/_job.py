@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -39,6 +40,8 @@ class ShardResult(Generic[P]):
     problems: list[tuple[str, str]] = field(default_factory=list)
     """``(where, reason)`` of skipped records, ``where`` as ``file:line``."""
     problem_count: int = 0
+    cpu: float = 0.0
+    """CPU seconds the worker spent on this shard (for cost figures on a shared machine)."""
 
 
 class _Problems:
@@ -76,6 +79,7 @@ class ShardJob(ABC, Generic[P]):
         return None
 
     def run(self, shard: Shard) -> ShardResult[P]:
+        started = time.process_time()
         problems = _Problems()
         sink = self.sink(shard, problems)
         sink.set_source(shard.name, shard.fmt or "?")
@@ -95,7 +99,9 @@ class ShardJob(ABC, Generic[P]):
         except Exception as exc:  # a reader bug must not end the whole job
             error = f"internal error while reading: {type(exc).__name__}: {exc}"
         sink.finish()
-        return ShardResult(shard, fmt, error, self.payload(sink), problems.kept, problems.count)
+        payload = self.payload(sink)
+        cpu = time.process_time() - started
+        return ShardResult(shard, fmt, error, payload, problems.kept, problems.count, cpu)
 
     def failed(self, shard: Shard, reason: str) -> ShardResult[P]:
         return ShardResult(shard, None, f"{shard.name}: {reason}", self.empty())
