@@ -214,9 +214,12 @@ def test_install_byte_compiles_the_hook_path(hook_env: dict[str, str]) -> None:
     import importlib.util
 
     import loopwarden.cli.hook
+    import loopwarden.hooks._protocol
 
-    target = Path(importlib.util.cache_from_source(loopwarden.cli.hook.__file__))
-    target.unlink(missing_ok=True)
+    modules = (loopwarden.cli.hook, loopwarden.hooks._protocol)
+    targets = [Path(importlib.util.cache_from_source(m.__file__ or "")) for m in modules]
+    for target in targets:
+        target.unlink(missing_ok=True)
     done = install(hook_env, "claude-code")
     assert done.returncode == 0, done.stderr
-    assert target.exists()
+    assert all(target.exists() for target in targets)

@@ -226,7 +226,7 @@ def _check_store(args: argparse.Namespace, env: Mapping[str, str], report: _Repo
 
 
 def _check_helper(env: Mapping[str, str], report: _Report) -> None:
-    from ..cli.hook import socket_path
+    from ..hooks._protocol import socket_path
     from ..hooks.daemon import ping
 
     pid = ping(env)

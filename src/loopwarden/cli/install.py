@@ -104,10 +104,16 @@ def _precompile_hook_path() -> None:
     import importlib.util
     import py_compile
 
-    import loopwarden
-    import loopwarden.cli.hook
+    import loopwarden.cli.hook  # noqa: F401 - imports the whole hot path below
 
-    for module in (loopwarden, sys.modules["loopwarden.cli"], loopwarden.cli.hook):
+    hot_path = [
+        "loopwarden",
+        "loopwarden.cli",
+        "loopwarden.cli.hook",
+        "loopwarden.hooks",
+        "loopwarden.hooks._protocol",
+    ]
+    for module in [sys.modules[name] for name in hot_path]:
         source = getattr(module, "__file__", None)
         if not source or not source.endswith(".py"):
             continue

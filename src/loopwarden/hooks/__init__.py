@@ -5,6 +5,7 @@ way that agent expects. The modules here do the work; the command's entry
 point (``loopwarden.cli.hook``) stays tiny, because a hook process starts for
 every tool call:
 
+* :mod:`._protocol` - what the entry point and the helper share (stdlib only);
 * :mod:`.agents` - per-agent event names, fields and answer shapes;
 * :mod:`.runner` - one event through the guard (config, store, run ids);
 * :mod:`.transcript` - unknown-tool calls read from the session transcript;

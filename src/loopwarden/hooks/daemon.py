@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .._logging import logger
-from ..cli.hook import PROTOCOL, runtime_dir, socket_path
+from ._protocol import PROTOCOL, runtime_dir, socket_path
 from .runner import HookContext, handle, write_log
 
 __all__ = ["DEFAULT_IDLE_SECONDS", "main", "ping", "serve", "spawn", "stop"]
