@@ -82,7 +82,9 @@ def _hook_words(command: str) -> list[str]:
 
 def _cleanup(agent: str, words: list[str], session: str, env: Mapping[str, str]) -> None:
     """Forget the synthetic session's state (same store the command used)."""
-    from ..hooks.runner import HookContext, agent_id_for, parse_args, session_key
+    from ..hooks.context import HookContext
+    from ..hooks.options import agent_id_for, parse_args
+    from ..hooks.runner import session_key
 
     ctx = HookContext()
     try:
@@ -188,7 +190,8 @@ def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Rep
 
 
 def _check_store(args: argparse.Namespace, env: Mapping[str, str], report: _Report) -> None:
-    from ..hooks.runner import HookContext, HookOptions, config_path, log_path
+    from ..hooks.context import HookContext
+    from ..hooks.options import HookOptions, config_path, log_path
 
     opts = HookOptions("doctor", args.config, args.state, None, True, False)
     cwd = os.getcwd()

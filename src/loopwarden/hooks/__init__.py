@@ -7,7 +7,10 @@ every tool call:
 
 * :mod:`._protocol` - what the entry point and the helper share (stdlib only);
 * :mod:`.agents` - per-agent event names, fields and answer shapes;
-* :mod:`.runner` - one event through the guard (config, store, run ids);
+* :mod:`.runner` - one event through the guard (run ids, transcript, answer);
+* :mod:`.options` - the command line; where the config, state and log are;
+* :mod:`.context` - guards and side-record stores, cached in the helper;
+* :mod:`.hooklog` - each request's log records, to the hook log and stderr;
 * :mod:`.transcript` - unknown-tool calls read from the session transcript;
 * :mod:`.daemon` - the optional long-lived helper the entry point forwards to;
 * :mod:`.settings` - the agents' settings files, for ``install`` and ``doctor``.
