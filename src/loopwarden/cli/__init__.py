@@ -77,12 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_help())
         return 0 if args else 2
     if args[0] == "--version":
-        from importlib.metadata import PackageNotFoundError, version
+        from .._util import package_version
 
-        try:
-            print(f"loopwarden {version('loopwarden')}")
-        except PackageNotFoundError:
-            print("loopwarden (source tree)")
+        print(f"loopwarden {package_version()}")
         return 0
     name = args[0]
     entry = COMMANDS.get(name)
