@@ -2,8 +2,11 @@
 
 Subcommands live in their own modules and are imported only when run: a
 coding-agent hook starts a new process for every tool call, so ``loopwarden
-hook`` must not pay for the imports of ``replay`` or ``mcp-proxy``. Each module
-exposes ``main(argv: list[str]) -> int``.
+hook`` must not pay for the imports of ``replay`` or ``mcp-proxy`` (nor for
+click). Each module exposes ``main(argv: list[str]) -> int``. Every command
+but ``hook`` is a click command run by :func:`._clickutil.run_command`, which
+gives them one set of exit codes (docs/cli.md, "Exit codes"); ``hook`` is
+hand-written for start-up speed and answers the way the agents expect.
 """
 
 from __future__ import annotations
