@@ -15,6 +15,7 @@ from .conftest import EXAMPLES, ROOT, replay_json
 
 
 def test_run_record_snippet_then_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run-record snippet's record stops at the breaker in replay; --set tunes it."""
     monkeypatch.chdir(tmp_path)
     exec(compile(snippet("cli-run-record"), "docs/cli.md:cli-run-record", "exec"), {})
     record = tmp_path / "agent-runs.jsonl"
@@ -29,6 +30,7 @@ def test_run_record_snippet_then_replay(tmp_path: Path, monkeypatch: pytest.Monk
 def test_json_gate_snippet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The CI-gate snippet runs against the example traces and prints what the docs say."""
     shutil.copytree(EXAMPLES, tmp_path / "traces")
     monkeypatch.chdir(tmp_path)
     # the installed console script, as a user would have it on PATH
