@@ -5,7 +5,8 @@ point, which must stay cheap) and :mod:`loopwarden.hooks.daemon`. Keeping it
 here, below both, is what stops ``hooks`` from importing ``cli``.
 """
 
-from __future__ import annotations
+# ruff: noqa: I002 - no `from __future__ import annotations` on the hook's hot path:
+# it imports the __future__ module, about as costly as two of our own modules.
 
 import os
 import sys
@@ -34,7 +35,7 @@ ENV_KEYS = (
 """The environment an answer depends on, sent so that the helper answers as the hook would."""
 
 
-def runtime_dir(env: Mapping[str, str]) -> str:
+def runtime_dir(env: "Mapping[str, str]") -> str:
     """The private directory of the helper's socket."""
     d = env.get("LOOPWARDEN_RUNTIME_DIR")
     if d:
@@ -43,7 +44,7 @@ def runtime_dir(env: Mapping[str, str]) -> str:
     return d + "/loopwarden" if d else f"/tmp/loopwarden-{os.getuid()}"
 
 
-def socket_path(env: Mapping[str, str]) -> str:
+def socket_path(env: "Mapping[str, str]") -> str:
     """The helper's socket: one per environment and installation."""
     # FNV-1a, as hashlib costs an import. The installation is the loopwarden
     # package directory (this file's grandparent), as it was in loopwarden.cli.
