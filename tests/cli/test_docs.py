@@ -41,3 +41,17 @@ def test_json_gate_snippet(
     assert out.count("global_circuit_breaker") == 2
     assert out.count("compaction_loop_persisted") == 2
     assert out.strip().endswith("65 calls came after a first warning")
+
+
+def test_replay_sources_snippet(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The replay_sources snippet reports the stopped example run and the totals."""
+    monkeypatch.chdir(ROOT)
+    exec(compile(snippet("cli-replay-sources"), "docs/cli.md:cli-replay-sources", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(
+        "stopped at call 32 of 35: global_circuit_breaker on Bash (count 30)"
+        "; first warning at call 12, 23 calls after it; 3 calls after the stop"
+    )
+    assert out[-1] == "2 runs, 39 calls; fail a CI gate: True"
