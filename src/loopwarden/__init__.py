@@ -13,7 +13,8 @@ Public names load on first use: coding-agent hooks start a new process for
 every tool call, and ``import loopwarden.cli`` must not pay for the engine.
 """
 
-from __future__ import annotations
+# ruff: noqa: I002 - no `from __future__ import annotations` on the hook's hot path:
+# it imports the __future__ module, about as costly as two of our own modules.
 
 import sys
 
@@ -86,7 +87,7 @@ _EXPORTS = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     module = _EXPORTS.get(name)
     if module is not None:
         # __import__ rather than importlib: importlib pulls in `warnings`, which a

@@ -15,6 +15,7 @@ from .conftest import EXAMPLES, ROOT, replay_json
 
 
 def test_run_record_snippet_then_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run-record snippet's record stops at the breaker in replay; --set tunes it."""
     monkeypatch.chdir(tmp_path)
     exec(compile(snippet("cli-run-record"), "docs/cli.md:cli-run-record", "exec"), {})
     record = tmp_path / "agent-runs.jsonl"
@@ -29,6 +30,7 @@ def test_run_record_snippet_then_replay(tmp_path: Path, monkeypatch: pytest.Monk
 def test_json_gate_snippet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The CI-gate snippet runs against the example traces and prints what the docs say."""
     shutil.copytree(EXAMPLES, tmp_path / "traces")
     monkeypatch.chdir(tmp_path)
     # the installed console script, as a user would have it on PATH
@@ -39,3 +41,17 @@ def test_json_gate_snippet(
     assert out.count("global_circuit_breaker") == 2
     assert out.count("compaction_loop_persisted") == 2
     assert out.strip().endswith("65 calls came after a first warning")
+
+
+def test_replay_sources_snippet(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The replay_sources snippet reports the stopped example run and the totals."""
+    monkeypatch.chdir(ROOT)
+    exec(compile(snippet("cli-replay-sources"), "docs/cli.md:cli-replay-sources", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(
+        "stopped at call 32 of 35: global_circuit_breaker on Bash (count 30)"
+        "; first warning at call 12, 23 calls after it; 3 calls after the stop"
+    )
+    assert out[-1] == "2 runs, 39 calls; fail a CI gate: True"

@@ -122,6 +122,7 @@ def replayed(report: dict[str, Any]) -> list[tuple[str, int, str, str, int]]:
 
 
 def test_replay_of_run_record_matches_live_guard(tmp_path: Path) -> None:
+    """Replaying a live run record gives exactly the live guard's decisions, at every step."""
     record = tmp_path / "runs.jsonl"
     live = run_live(record)
     # The scenario exercises every escalation step.
@@ -142,6 +143,7 @@ def test_replay_of_run_record_matches_live_guard(tmp_path: Path) -> None:
 
 
 def test_replay_of_chat_export_matches_live_guard(tmp_path: Path) -> None:
+    """Replaying the same runs exported as chat conversations gives the live guard's decisions."""
     live = run_live(tmp_path / "runs.jsonl")
     export = tmp_path / "conversations.jsonl"
     chat_export(export)

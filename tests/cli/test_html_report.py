@@ -47,6 +47,7 @@ def _render(cli: Run, tmp_path: Path) -> Path:
 
 
 def test_html_page_structure(cli: Run, tmp_path: Path) -> None:
+    """The HTML page is self-contained and draws one cell per call with every kind of mark."""
     page = _render(cli, tmp_path).read_text()
     parsed = _Collector()
     parsed.feed(page)
@@ -70,6 +71,7 @@ def test_html_page_structure(cli: Run, tmp_path: Path) -> None:
 
 
 def test_html_escapes_trace_content(cli: Run, tmp_path: Path) -> None:
+    """Markup in trace content is escaped in the HTML page, never interpreted."""
     trace = tmp_path / "evil.jsonl"
     trace.write_text(
         '{"role": "user", "content": "<img src=x onerror=alert(1)>"}\n'
@@ -84,6 +86,7 @@ def test_html_escapes_trace_content(cli: Run, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (CI installs it from apt)")
 def test_html_report_in_headless_chromium(cli: Run, tmp_path: Path) -> None:
+    """A real browser renders the HTML page without script errors."""
     page = _render(cli, tmp_path)
     profile = tmp_path / "profile"
     base = [

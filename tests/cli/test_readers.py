@@ -60,6 +60,7 @@ def write_jsonl(path: Path, records: list[Any]) -> Path:
     ],
 )
 def test_examples_are_detected(folder: str, expected: str) -> None:
+    """Each bundled example is detected as its format and replays without problems."""
     for path in sorted((EXAMPLES / folder).rglob("*.json*")):
         reports, problems, found = replay(path)
         assert found == expected, path
@@ -90,6 +91,7 @@ def _cc_call(
 
 
 def test_claude_code_prompts_sidechains_compaction_and_unknown_tools(tmp_path: Path) -> None:
+    """Claude Code: prompts and sidechains are runs; compaction arms; unknown tools count."""
     records: list[dict[str, Any]] = [
         _cc("user", 0, {"role": "user", "content": "fix the build"}),
         _cc("user", 1, {"role": "user", "content": "<command-name>/model</command-name>"}),
@@ -141,6 +143,7 @@ def test_claude_code_prompts_sidechains_compaction_and_unknown_tools(tmp_path: P
 
 
 def test_claude_code_structured_bash_output_ignores_background_ids(tmp_path: Path) -> None:
+    """Volatile background ids in Bash output do not count as progress, so the loop is blocked."""
     records: list[dict[str, Any]] = [_cc("user", 0, {"role": "user", "content": "wait"})]
     for i in range(21):
         output = {
@@ -157,6 +160,7 @@ def test_claude_code_structured_bash_output_ignores_background_ids(tmp_path: Pat
 
 # -- Codex --------------------------------------------------------------------------
 def test_codex_scrubs_shell_wrappers_and_counts_compaction_once(tmp_path: Path) -> None:
+    """Codex: shell wrappers are scrubbed from outcomes and one compaction counts once."""
     records: list[dict[str, Any]] = [
         {"type": "session_meta", "payload": {"id": "sess-9"}},
         {"type": "event_msg", "payload": {"type": "task_started", "turn_id": "t1"}},
@@ -222,6 +226,7 @@ def test_codex_scrubs_shell_wrappers_and_counts_compaction_once(tmp_path: Path) 
 
 # -- OpenClaw -------------------------------------------------------------------------
 def test_openclaw_agent_from_path_and_exec_profile(tmp_path: Path) -> None:
+    """OpenClaw transcripts take the agent id from their path and hash exec results by profile."""
     folder = tmp_path / "agents" / "Night Ops" / "sessions"
     folder.mkdir(parents=True)
     records: list[dict[str, Any]] = [
@@ -303,6 +308,7 @@ def test_openclaw_agent_from_path_and_exec_profile(tmp_path: Path) -> None:
 
 # -- Chat / Responses / Anthropic -------------------------------------------------------
 def test_chat_formats_tools_list_and_errors(tmp_path: Path) -> None:
+    """Chat exports (Anthropic, Responses, Completions) replay with tools list and errors."""
     anthropic = [{"role": "user", "content": "hi"}]
     for i in range(11):
         anthropic.append(
@@ -360,6 +366,7 @@ def test_chat_formats_tools_list_and_errors(tmp_path: Path) -> None:
 
 
 def test_chat_document_positions_in_problems(tmp_path: Path) -> None:
+    """Problems inside a JSON document are reported at their JSON path."""
     doc = tmp_path / "conv.json"
     doc.write_text(
         json.dumps(
@@ -386,6 +393,7 @@ def test_chat_document_positions_in_problems(tmp_path: Path) -> None:
 
 # -- OpenTelemetry -----------------------------------------------------------------------
 def test_otel_console_exporter_flat_spans_ordering_and_errors(tmp_path: Path) -> None:
+    """OTel spans are replayed in start-time order per trace, with span errors as error outcomes."""
     spans = []
     for i in reversed(range(12)):  # exported out of order: replay sorts by start time
         spans.append(
@@ -491,6 +499,7 @@ def test_interleaved_run_record_keeps_open_runs_bounded(tmp_path: Path) -> None:
 
 
 def test_classify_records() -> None:
+    """One record is enough to tell each format apart, and unrelated JSON is no format."""
     assert classify({"type": "call", "run_id": "r"}) == "loopwarden"
     assert classify({"type": "response_item", "payload": {}}) == "codex"
     assert classify({"type": "session", "id": "x", "version": 3}) == "openclaw"
@@ -504,6 +513,7 @@ def test_classify_records() -> None:
 
 
 def test_byte_order_mark_and_crlf(tmp_path: Path) -> None:
+    """A byte-order mark and CRLF line ends do not stop a JSONL trace from replaying."""
     source = (EXAMPLES / "chat" / "weather-responses.jsonl").read_bytes()
     path = tmp_path / "windows.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + source.replace(b"\n", b"\r\n"))

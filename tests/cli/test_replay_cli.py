@@ -58,6 +58,7 @@ def _run(report: dict[str, Any], fmt: str, index: int = 0) -> dict[str, Any]:
 
 
 def test_examples_json_report_covers_every_format_and_pattern() -> None:
+    """The JSON report of the examples covers every format, documented keys and decisions."""
     report = replay_json(str(EXAMPLES))
     assert report["schema"] == "loopwarden.replay/1"
     assert report["config"]["effective"]["enabled"] is True  # the replay default
@@ -113,6 +114,7 @@ def test_examples_json_report_covers_every_format_and_pattern() -> None:
 
 
 def test_text_report_lists_events_and_verdicts(cli: Run) -> None:
+    """The text report lists each event and a verdict per run, and --loops-only hides clean runs."""
     done = cli(["replay", str(CLAUDE)])
     no_traceback(done)
     assert done.returncode == 0
@@ -132,6 +134,7 @@ def test_text_report_lists_events_and_verdicts(cli: Run) -> None:
 
 
 def test_set_overrides_and_fail_on(cli: Run, tmp_path: Path) -> None:
+    """--set lowers thresholds in the report, and --fail-on sets exit 1 at the chosen level only."""
     lowered = replay_json(
         str(CLAUDE), "--set", "warningThreshold=3", "--set", "criticalThreshold=5"
     )
@@ -155,6 +158,7 @@ def test_set_overrides_and_fail_on(cli: Run, tmp_path: Path) -> None:
 
 
 def test_config_file_agents_and_enabled_note(cli: Run, tmp_path: Path) -> None:
+    """A config's agent block applies by trace path; the live run record stays untouched."""
     config = tmp_path / "openclaw.json5"
     config.write_text(
         "{ // per-agent thresholds\n"
@@ -198,6 +202,7 @@ def test_config_file_agents_and_enabled_note(cli: Run, tmp_path: Path) -> None:
 
 
 def test_malformed_records_are_reported_and_skipped(cli: Run, tmp_path: Path) -> None:
+    """Malformed records are reported with file and line, counted, and replay goes on."""
     lines = CLAUDE.read_text().splitlines()
     lines.insert(3, '{"type": "assistant", "message": {"content": [')  # cut off
     lines.insert(5, "[1, 2, 3]")
@@ -235,6 +240,7 @@ def test_malformed_records_are_reported_and_skipped(cli: Run, tmp_path: Path) ->
 
 
 def test_unknown_formats_and_bad_paths(cli: Run, tmp_path: Path) -> None:
+    """An unknown format or a bad path is a usage error alone, and is skipped among good inputs."""
     other = tmp_path / "metrics.jsonl"
     other.write_text('{"cpu": 0.4, "host": "a"}\n{"cpu": 0.5, "host": "b"}\n')
     done = cli(["replay", str(other)])
@@ -276,6 +282,7 @@ def test_unknown_formats_and_bad_paths(cli: Run, tmp_path: Path) -> None:
 
 
 def test_stdin_gzip_and_output_file(cli: Run, tmp_path: Path) -> None:
+    """Replay reads stdin and gzip files and writes the report to -o instead of stdout."""
     piped = cli(["replay", "-", "--format", "json"], input=CLAUDE.read_text())
     assert piped.returncode == 0, piped.stderr
     report = json.loads(piped.stdout)
@@ -323,6 +330,7 @@ def test_stdin_gzip_and_output_file(cli: Run, tmp_path: Path) -> None:
     ],
 )
 def test_help_texts(cli: Run, args: list[str], needles: list[str]) -> None:
+    """Each command's --help shows its options and the documented explanations."""
     done = cli(args)
     assert done.returncode == 0
     for needle in needles:

@@ -126,6 +126,7 @@ records = st.lists(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fmt=st.sampled_from(sorted(FORMATS)), batch=records)
 def test_readers_survive_arbitrary_records(fmt: str, batch: list[Any]) -> None:
+    """Every reader turns arbitrary JSON records into runs or problems, never an exception."""
     reports: list[RunReport] = []
     problems: list[tuple[str, str]] = []
     replayer = Replayer(

@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -16,11 +15,12 @@ from typing import Any, NamedTuple
 import orjson
 import pytest
 
-from loopwarden.cli.hook import socket_path
 from loopwarden.config import load_config
 from loopwarden.guard import LoopGuard
+from loopwarden.hooks._protocol import socket_path
 from loopwarden.state import RunState
 from loopwarden.stores.sqlite import SQLiteStore
+from tests._wait import wait_until
 
 LOOPWARDEN = shutil.which("loopwarden", path=str(Path(sys.executable).parent))
 if LOOPWARDEN is None:  # pragma: no cover - the dev install always has it
@@ -61,12 +61,7 @@ def helper_ready(env: dict[str, str], timeout: float = 30.0) -> bool:
     """Wait until the helper listens (the first hook call starts it in the background)."""
     from loopwarden.hooks.daemon import ping
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ping(env) is not None:
-            return True
-        time.sleep(0.05)
-    return False
+    return wait_until(lambda: ping(env) is not None, timeout, what="the hook helper to listen")
 
 
 @pytest.fixture(name="runtime_dir", scope="session")

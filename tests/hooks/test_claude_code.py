@@ -29,6 +29,7 @@ def script(hook: Hook, daemon: bool, **kw: Any) -> list[Any]:
 
 @pytest.mark.usefixtures("small_config")
 def test_warn_block_stop(hook_env: dict[str, str]) -> None:
+    """A looping Claude Code session is warned on a result, then denied, then its turn is ended."""
     hook = Hook(hook_env, "claude-code")
     answers = script(hook, daemon=True)
     assert answers[:5] == [{}, {}, {}, {}, {}]  # calls 1-2 and call 3's check
@@ -78,6 +79,7 @@ def test_helper_and_in_process_leave_the_same_state(hook_env: dict[str, str]) ->
 
 @pytest.mark.usefixtures("small_config")
 def test_each_prompt_is_a_run(hook_env: dict[str, str]) -> None:
+    """Each user prompt is a run of its own, and a subagent's calls are another run."""
     hook = Hook(hook_env, "claude-code")
     for n in range(1, 4):
         hook(p.claude_pre(n))
@@ -93,6 +95,7 @@ def test_each_prompt_is_a_run(hook_env: dict[str, str]) -> None:
 
 @pytest.mark.usefixtures("small_config")
 def test_failures_are_error_outcomes(hook_env: dict[str, str]) -> None:
+    """PostToolUseFailure events are recorded as error outcomes and still warn on repeats."""
     hook = Hook(hook_env, "claude-code")
     error = "Exit code 2\nls: cannot access '/nope': No such file or directory"
     answers = []
@@ -109,6 +112,7 @@ def test_failures_are_error_outcomes(hook_env: dict[str, str]) -> None:
 @pytest.mark.usefixtures("small_config")
 @pytest.mark.parametrize("arm", ["PreCompact", "SessionStart"])
 def test_compaction_arms_the_guard(hook_env: dict[str, str], arm: str) -> None:
+    """PreCompact or SessionStart after compaction arms the post-compaction guard for the run."""
     hook = Hook(hook_env, "claude-code")
     # Varied calls first, so that the detectors alone would not stop the run.
     for n, command in enumerate(["ls", "pwd", "date"], start=1):
@@ -130,6 +134,7 @@ def test_compaction_arms_the_guard(hook_env: dict[str, str], arm: str) -> None:
 
 
 def test_session_start_without_compaction_does_nothing(hook_env: dict[str, str]) -> None:
+    """A SessionStart that is not after a compaction opens no state at all."""
     hook = Hook(hook_env, "claude-code")
     assert hook(p.claude_session_start("startup")).json == {}
     assert not hook.state_db.exists()  # nothing to do, nothing opened
@@ -204,6 +209,7 @@ def test_unknown_tools_are_read_from_the_transcript(
 def test_other_prompts_in_the_transcript_are_not_counted(
     hook_env: dict[str, str], tmp_path: Path
 ) -> None:
+    """Unknown-tool calls of another prompt in the transcript do not count for this run."""
     hook = Hook(hook_env, "claude-code")
     transcript = tmp_path / "session.jsonl"
     transcript.write_bytes(transcript_lines(["Ghost"] * 3, 0, prompt="older-prompt"))

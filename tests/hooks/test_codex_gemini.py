@@ -34,6 +34,7 @@ class TestCodex:
         assert len({r.result_hash for r in records}) == 1
 
     def test_each_turn_is_a_run(self, hook_env: dict[str, str]) -> None:
+        """Each Codex turn is a run of its own."""
         hook = Hook(hook_env, "codex")
         for n in range(1, 4):
             hook(p.codex_pre(n))
@@ -43,6 +44,7 @@ class TestCodex:
 
     @pytest.mark.parametrize("event", ["PreCompact", "PostCompact"])
     def test_compaction_events_arm(self, hook_env: dict[str, str], event: str) -> None:
+        """Codex PreCompact and PostCompact both arm the post-compaction guard."""
         hook = Hook(hook_env, "codex")
         hook(p.codex_pre(1))
         assert hook(p.codex_compact(event)).json == {}
@@ -51,6 +53,7 @@ class TestCodex:
     def test_unsupported_calls_in_the_rollout(
         self, hook_env: dict[str, str], tmp_path: Path
     ) -> None:
+        """Unsupported calls found in the Codex rollout feed the unknown-tool rule."""
         rollout = tmp_path / "rollout-2026-11-29T18-00-00-019a.jsonl"
         lines = [{"timestamp": "t", "type": "session_meta", "payload": {"id": "019a"}}]
         for n in range(3):
@@ -88,6 +91,7 @@ class TestCodex:
 
 class TestGemini:
     def test_warn_deny_stop(self, hook_env: dict[str, str]) -> None:
+        """A looping Gemini session is warned, denied with a top-level decision, then stopped."""
         hook = Hook(hook_env, "gemini")
         assert hook(p.gemini_event("BeforeAgent", prompt="list files")).json == {}
         answers = []
@@ -105,6 +109,7 @@ class TestGemini:
         assert stop["continue"] is False and "circuit breaker" in stop["stopReason"]
 
     def test_before_agent_starts_a_new_run(self, hook_env: dict[str, str]) -> None:
+        """Each Gemini BeforeAgent (a new prompt) starts a new run."""
         hook = Hook(hook_env, "gemini")
         hook(p.gemini_event("BeforeAgent", prompt="first", timestamp="2026-11-29T18:00:00Z"))
         for _ in range(3):
@@ -118,6 +123,7 @@ class TestGemini:
         assert len(first.window) == 4 and len(second.window) == 1  # 3 calls + 1 veto
 
     def test_tool_errors_and_compression(self, hook_env: dict[str, str]) -> None:
+        """Gemini tool errors are error outcomes and PreCompress arms the post-compaction guard."""
         hook = Hook(hook_env, "gemini")
         hook(p.gemini_before("cat nope"))
         error = {"message": "cat: nope: No such file or directory", "type": "EXECUTION_FAILED"}

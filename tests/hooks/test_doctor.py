@@ -26,6 +26,7 @@ def doctor(
 
 
 def test_nothing_installed(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """With nothing installed doctor says so for every agent and scope and exits 0."""
     done = doctor(hook_env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout
     assert done.stdout.count("not installed") == 6  # three agents, two scopes
@@ -34,6 +35,7 @@ def test_nothing_installed(hook_env: dict[str, str], tmp_path: Path) -> None:
 
 
 def test_installed_hooks_are_run(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """Doctor runs a test event through every installed hook and leaves no state behind."""
     project = tmp_path / "project"
     project.mkdir()
     assert install(hook_env, "claude-code").returncode == 0
@@ -53,6 +55,7 @@ def test_installed_hooks_are_run(hook_env: dict[str, str], tmp_path: Path) -> No
 
 
 def test_missing_executable(hook_env: dict[str, str]) -> None:
+    """A hook command whose executable is gone is reported, exit 1."""
     install(hook_env, "codex")
     path = user_file(hook_env, "codex")
     data = json.loads(path.read_text())
@@ -65,6 +68,7 @@ def test_missing_executable(hook_env: dict[str, str]) -> None:
 
 
 def test_hook_that_misbehaves(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """A hook that prints something that is not JSON, and missing events, are reported, exit 1."""
     fake = tmp_path / "bin" / "loopwarden"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'hello from a broken hook'\n")
@@ -80,6 +84,7 @@ def test_hook_that_misbehaves(hook_env: dict[str, str], tmp_path: Path) -> None:
 
 
 def test_broken_state_store(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """A corrupt state store is reported by doctor, and the hook still allows (fail open)."""
     db = tmp_path / "state.db"
     db.write_bytes(b"not sqlite at all " * 100)
     install(hook_env, "claude-code")
@@ -91,6 +96,7 @@ def test_broken_state_store(hook_env: dict[str, str], tmp_path: Path) -> None:
 
 
 def test_unsettled_settings_file(hook_env: dict[str, str]) -> None:
+    """A settings file that is not valid JSON is reported, exit 1."""
     path = user_file(hook_env, "gemini")
     path.parent.mkdir()
     path.write_text("{ broken")

@@ -61,6 +61,7 @@ def ours(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 @pytest.mark.parametrize("agent", sorted(ADAPTERS))
 def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) -> None:
+    """A fresh install registers every event of the agent with the absolute hook command."""
     done = install(hook_env, agent)
     assert done.returncode == 0, done.stderr
     path = user_file(hook_env, agent)
@@ -82,6 +83,7 @@ def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) 
 
 
 def test_merge_idempotence_and_exact_uninstall(hook_env: dict[str, str]) -> None:
+    """Install keeps other settings, changes nothing twice; uninstall removes only its entries."""
     path = user_file(hook_env, "claude-code")
     path.parent.mkdir()
     original = json.dumps(EXISTING, indent=4)
@@ -113,12 +115,14 @@ def test_merge_idempotence_and_exact_uninstall(hook_env: dict[str, str]) -> None
 
 
 def test_uninstall_of_a_fresh_install_leaves_an_empty_object(hook_env: dict[str, str]) -> None:
+    """Uninstalling what install created leaves an empty settings object."""
     install(hook_env, "gemini")
     install(hook_env, "gemini", "--uninstall")
     assert json.loads(user_file(hook_env, "gemini").read_text()) == {}
 
 
 def test_reinstall_replaces_an_old_command(hook_env: dict[str, str]) -> None:
+    """Installing again replaces loopwarden's old command and keeps other hooks."""
     path = user_file(hook_env, "codex")
     path.parent.mkdir()
     old = "/old/venv/bin/loopwarden hook codex"
@@ -143,6 +147,7 @@ def test_reinstall_replaces_an_old_command(hook_env: dict[str, str]) -> None:
 
 
 def test_project_scope_and_options(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """--project writes the project's settings, with --config and --state made absolute."""
     project = tmp_path / "project"
     project.mkdir()
     config = project / "lw.json5"
@@ -169,6 +174,7 @@ def test_project_scope_and_options(hook_env: dict[str, str], tmp_path: Path) -> 
 
 
 def test_dry_run_writes_nothing(hook_env: dict[str, str]) -> None:
+    """--dry-run prints the resulting settings and writes nothing."""
     done = install(hook_env, "gemini", "--dry-run")
     assert done.returncode == 0
     assert "BeforeTool" in json.loads(done.stdout)["hooks"]
@@ -176,6 +182,7 @@ def test_dry_run_writes_nothing(hook_env: dict[str, str]) -> None:
 
 
 def test_codex_home(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """Codex settings go to $CODEX_HOME when it is set."""
     env = {**hook_env, "CODEX_HOME": str(tmp_path / "codex-home")}
     assert install(env, "codex").returncode == 0
     assert (tmp_path / "codex-home" / "hooks.json").exists()
@@ -192,6 +199,7 @@ def test_codex_home(hook_env: dict[str, str], tmp_path: Path) -> None:
     ],
 )
 def test_bad_settings_are_left_alone(hook_env: dict[str, str], content: str, message: str) -> None:
+    """A settings file install cannot understand is left as it is, exit 1 with the reason."""
     path = user_file(hook_env, "gemini")
     path.parent.mkdir()
     path.write_text(content)
@@ -202,6 +210,7 @@ def test_bad_settings_are_left_alone(hook_env: dict[str, str], content: str, mes
 
 
 def test_json_error_names_the_line(hook_env: dict[str, str]) -> None:
+    """A JSON error in the settings file is reported with its line."""
     path = user_file(hook_env, "claude-code")
     path.parent.mkdir()
     path.write_text('{\n  "model": "x",\n  "hooks": {,\n}\n')
@@ -214,9 +223,12 @@ def test_install_byte_compiles_the_hook_path(hook_env: dict[str, str]) -> None:
     import importlib.util
 
     import loopwarden.cli.hook
+    import loopwarden.hooks._protocol
 
-    target = Path(importlib.util.cache_from_source(loopwarden.cli.hook.__file__))
-    target.unlink(missing_ok=True)
+    modules = (loopwarden.cli.hook, loopwarden.hooks._protocol)
+    targets = [Path(importlib.util.cache_from_source(m.__file__ or "")) for m in modules]
+    for target in targets:
+        target.unlink(missing_ok=True)
     done = install(hook_env, "claude-code")
     assert done.returncode == 0, done.stderr
-    assert target.exists()
+    assert all(target.exists() for target in targets)

@@ -43,6 +43,7 @@ BAD_EVENTS = [
 
 @pytest.mark.parametrize(("payload", "problem"), BAD_EVENTS)
 def test_bad_events_are_allowed(hook_env: dict[str, str], payload: bytes, problem: str) -> None:
+    """Events that are not JSON objects or lack fields are allowed, with problems on stderr only."""
     answer = Hook(hook_env, "claude-code")(payload)
     assert answer.code == 0
     assert answer.json == {}
@@ -53,6 +54,7 @@ def test_bad_events_are_allowed(hook_env: dict[str, str], payload: bytes, proble
 
 
 def test_bad_event_in_process(hook_env: dict[str, str]) -> None:
+    """Without the helper a bad event is allowed too, and the problem goes to the hook log."""
     answer = Hook(hook_env, "codex")(b"{not json", daemon=False)
     assert (answer.code, answer.json) == (0, {})
     assert "not JSON" in answer.stderr
@@ -61,6 +63,7 @@ def test_bad_event_in_process(hook_env: dict[str, str]) -> None:
 
 
 def test_huge_result(hook_env: dict[str, str]) -> None:
+    """A multi-megabyte tool result is hashed and recorded like any other."""
     hook = Hook(hook_env, "claude-code")
     big = {"stdout": "x" * 3_000_000, "stderr": "", "interrupted": False}
     assert hook(p.claude_pre(1)).json == {}
@@ -88,6 +91,7 @@ def test_usage_errors_never_exit_2(
 
 
 def test_help(hook_env: dict[str, str]) -> None:
+    """hook --help prints its options and exits 0."""
     done = subprocess.run(
         [str(LOOPWARDEN), "hook", "--help"], env=hook_env, capture_output=True, check=False
     )
@@ -97,6 +101,7 @@ def test_help(hook_env: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("daemon", [True, False], ids=["helper", "in-process"])
 def test_corrupt_state_fails_open(hook_env: dict[str, str], tmp_path: Path, daemon: bool) -> None:
+    """A corrupt state file allows the call (fail open) and says why on stderr."""
     db = tmp_path / "broken.db"
     db.write_bytes(b"this is no database " * 300)
     hook = Hook({**hook_env, "LOOPWARDEN_STATE": str(db)}, "claude-code")
@@ -106,6 +111,7 @@ def test_corrupt_state_fails_open(hook_env: dict[str, str], tmp_path: Path, daem
 
 
 def test_corrupt_state_fails_closed(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """With failMode closed a corrupt state file denies the call, still with exit 0."""
     db = tmp_path / "broken.db"
     db.write_bytes(b"this is no database " * 300)
     config = tmp_path / "closed.json"
@@ -119,6 +125,7 @@ def test_corrupt_state_fails_closed(hook_env: dict[str, str], tmp_path: Path) ->
 
 
 def test_unwritable_state_directory(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """A state directory that cannot be written allows the call and says so."""
     locked = tmp_path / "locked"
     hook = Hook({**hook_env, "LOOPWARDEN_STATE": f"sqlite://{locked}/state.db"}, "claude-code")
     with unwritable(locked):
@@ -128,6 +135,7 @@ def test_unwritable_state_directory(hook_env: dict[str, str], tmp_path: Path) ->
 
 
 def test_invalid_config_fails_open(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """An invalid config allows every call and names the problem with a suggestion."""
     config = tmp_path / "typo.json"
     config.write_text('{"tools": {"loopDetection": {"warningTreshold": 3}}}')
     answer = Hook(hook_env, "claude-code", "--config", str(config))(p.claude_pre(1))

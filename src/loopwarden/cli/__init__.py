@@ -2,11 +2,15 @@
 
 Subcommands live in their own modules and are imported only when run: a
 coding-agent hook starts a new process for every tool call, so ``loopwarden
-hook`` must not pay for the imports of ``replay`` or ``mcp-proxy``. Each module
-exposes ``main(argv: list[str]) -> int``.
+hook`` must not pay for the imports of ``replay`` or ``mcp-proxy`` (nor for
+click). Each module exposes ``main(argv: list[str]) -> int``. Every command
+but ``hook`` is a click command run by :func:`._clickutil.run_command`, which
+gives them one set of exit codes (docs/cli.md, "Exit codes"); ``hook`` is
+hand-written for start-up speed and answers the way the agents expect.
 """
 
-from __future__ import annotations
+# ruff: noqa: I002 - no `from __future__ import annotations` on the hook's hot path:
+# it imports the __future__ module, about as costly as two of our own modules.
 
 import sys
 
@@ -70,19 +74,16 @@ def _help() -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: "Sequence[str] | None" = None) -> int:
     """Entry point of the ``loopwarden`` command; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(_help())
         return 0 if args else 2
     if args[0] == "--version":
-        from importlib.metadata import PackageNotFoundError, version
+        from .._util import package_version
 
-        try:
-            print(f"loopwarden {version('loopwarden')}")
-        except PackageNotFoundError:
-            print("loopwarden (source tree)")
+        print(f"loopwarden {package_version()}")
         return 0
     name = args[0]
     entry = COMMANDS.get(name)

@@ -1,9 +1,17 @@
-"""Shared plumbing of the ``replay``, ``config`` and ``demo`` commands.
+"""Shared plumbing of every ``loopwarden`` command except the hand-written ``hook``.
 
 Commands are click commands run with ``standalone_mode=False`` so that
-``main(argv)`` returns an exit code instead of exiting. User mistakes become
-one-line errors (exit 2); a bug inside loopwarden becomes a one-line message
-too, with the traceback only when ``LOOPWARDEN_DEBUG`` is set.
+``main(argv)`` returns an exit code instead of exiting, and every command
+exits the same way (documented in docs/cli.md, "Exit codes"):
+
+* 0 done; 1 the command's own failure (``--fail-on`` reached, an invalid config
+  for ``config check``, a broken install for ``doctor``, an upstream that cannot
+  be reached...); 2 a usage error (bad option, missing file, invalid config);
+  70 a bug inside loopwarden; 130 interrupted; 141 the reader of stdout went away.
+
+User mistakes and failures become one line on stderr (``loopwarden CMD:
+error: ...``); a bug becomes a one-line message too, with the traceback only
+when ``LOOPWARDEN_DEBUG`` is set.
 """
 
 from __future__ import annotations
@@ -17,9 +25,14 @@ import click
 
 __all__ = [
     "EXIT_FAIL",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "CommandFailure",
+    "UsageFailure",
     "colour_enabled",
+    "echo_error",
     "load_cli_config",
     "parse_sets",
     "run_command",
@@ -30,34 +43,53 @@ EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class UsageFailure(click.UsageError):
-    """A user mistake found after parsing (bad config file, missing input)."""
+    """A user mistake found after parsing (bad config file, missing input): exit 2."""
 
 
-def run_command(command: click.Command, argv: Sequence[str], prog: str) -> int:
-    """Run a click command; returns the exit code and never lets a traceback out."""
+class CommandFailure(click.ClickException):
+    """The command could not do its job (exit 1), said in one line."""
+
+    exit_code = EXIT_FAIL
+
+
+def echo_error(prog: str, message: str) -> None:
+    """``PROG: error: MESSAGE`` on stderr, the one shape of every command's errors."""
+    click.echo(f"{prog}: error: {message}", err=True)
+
+
+def run_command(command: click.Command, argv: Sequence[str], prog: str, **extra: Any) -> int:
+    """Run a click command; returns the exit code and never lets a traceback out.
+
+    ``extra`` goes to the click context (``obj=...`` for what is not an option).
+    """
     try:
-        result = command.main(list(argv), prog_name=prog, standalone_mode=False)
+        result = command.main(list(argv), prog_name=prog, standalone_mode=False, **extra)
     except click.UsageError as exc:
         # (click >= 8.2 reports "no arguments: show the help" as a UsageError too)
         if isinstance(exc, UsageFailure):
-            click.echo(f"{prog}: error: {exc.format_message()}", err=True)
+            echo_error(prog, exc.format_message())
         else:
             exc.show()
         return EXIT_USAGE
+    except CommandFailure as exc:
+        echo_error(prog, exc.format_message())
+        return exc.exit_code
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
-        return 130
+        return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``| head``); stop quietly.
         try:
@@ -65,7 +97,7 @@ def run_command(command: click.Command, argv: Sequence[str], prog: str) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         except OSError:
             pass
-        return 141
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         if os.environ.get("LOOPWARDEN_DEBUG"):
             raise

@@ -8,21 +8,21 @@ loads and the state store can be written. Exit code 1 when something is broken.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import click
 import orjson
 
 from ..errors import ConfigError, LoopwardenError
+from ..hooks._protocol import AGENTS
 from ..hooks.agents import ADAPTERS
 from ..hooks.settings import (
     AGENT_TITLES,
@@ -33,10 +33,10 @@ from ..hooks.settings import (
     read_settings,
     settings_path,
 )
+from ..stores import Inspectable
+from ._clickutil import CONTEXT, EXIT_FAIL, EXIT_OK, run_command
 
 __all__ = ["main"]
-
-_PRE_EVENT = {"claude-code": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
 
 
 class _Report:
@@ -44,31 +44,19 @@ class _Report:
         self.problems = 0
 
     def ok(self, text: str) -> None:
-        print(f"  [ok] {text}")
+        click.echo(f"  [ok] {text}")
 
     def info(self, text: str) -> None:
-        print(f"  [--] {text}")
+        click.echo(f"  [--] {text}")
 
     def bad(self, text: str) -> None:
         self.problems += 1
-        print(f"  [!!] {text}")
+        click.echo(f"  [!!] {text}")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="loopwarden doctor",
-        description=(
-            "Show which loopwarden hooks are installed for Claude Code, Codex CLI and Gemini "
-            "CLI, run a test event through each, and check the config and the state store."
-        ),
-    )
-    parser.add_argument("--agent", choices=sorted(ADAPTERS), help="check only this agent")
-    parser.add_argument(
-        "--dir", type=Path, default=None, help="project directory (default: current directory)"
-    )
-    parser.add_argument("--config", metavar="FILE", help="as for 'loopwarden hook'")
-    parser.add_argument("--state", metavar="URL_OR_PATH", help="as for 'loopwarden hook'")
-    return parser
+def _pre_event(agent: str) -> str:
+    """The agent's event before a tool call (``PreToolUse``, ``BeforeTool``)."""
+    return next(name for name, kind in ADAPTERS[agent].events.items() if kind == "pre")
 
 
 def _hook_words(command: str) -> list[str]:
@@ -82,7 +70,9 @@ def _hook_words(command: str) -> list[str]:
 
 def _cleanup(agent: str, words: list[str], session: str, env: Mapping[str, str]) -> None:
     """Forget the synthetic session's state (same store the command used)."""
-    from ..hooks.runner import HookContext, agent_id_for, parse_args, session_key
+    from ..hooks.context import HookContext
+    from ..hooks.options import agent_id_for, parse_args
+    from ..hooks.runner import session_key
 
     ctx = HookContext()
     try:
@@ -109,7 +99,7 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         "session_id": session,
         "transcript_path": "",
         "cwd": os.getcwd(),
-        "hook_event_name": _PRE_EVENT[agent],
+        "hook_event_name": _pre_event(agent),
         "tool_name": "loopwarden_doctor",
         "tool_input": {"check": "doctor"},
     }
@@ -152,7 +142,7 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
     if err:
         report.bad(f"the hook allowed the test call but reported: {err}")
         return
-    report.ok(f"test {_PRE_EVENT[agent]} event allowed in {elapsed:.0f} ms")
+    report.ok(f"test {_pre_event(agent)} event allowed in {elapsed:.0f} ms")
 
 
 def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Report) -> bool:
@@ -187,10 +177,13 @@ def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Rep
     return found_any
 
 
-def _check_store(args: argparse.Namespace, env: Mapping[str, str], report: _Report) -> None:
-    from ..hooks.runner import HookContext, HookOptions, config_path, log_path
+def _check_store(
+    config: str | None, state: str | None, env: Mapping[str, str], report: _Report
+) -> None:
+    from ..hooks.context import HookContext
+    from ..hooks.options import HookOptions, config_path, log_path
 
-    opts = HookOptions("doctor", args.config, args.state, None, True, False)
+    opts = HookOptions("doctor", config, state, None, True, False)
     cwd = os.getcwd()
     path = config_path(opts, env, cwd)
     ctx = HookContext()
@@ -206,14 +199,13 @@ def _check_store(args: argparse.Namespace, env: Mapping[str, str], report: _Repo
             report.ok(f"config: {path}")
         store = entry.guard.store
         report.info(f"state store: {getattr(store, 'url', store)!r}")
-        config = entry.guard.config_for("doctor")
+        effective = entry.guard.config_for("doctor")
         key = f"doctor\x1f{uuid.uuid4().hex}"
         try:
-            store.transact(key, config, lambda st: st.window.capacity)
+            store.transact(key, effective, lambda st: st.window.capacity)
             store.delete(key)
-            check = getattr(store, "check", None)
-            if callable(check):
-                check()
+            if isinstance(store, Inspectable):
+                store.check()
         except LoopwardenError as exc:
             report.bad(f"state store: {exc}")
         except Exception as exc:
@@ -226,7 +218,7 @@ def _check_store(args: argparse.Namespace, env: Mapping[str, str], report: _Repo
 
 
 def _check_helper(env: Mapping[str, str], report: _Report) -> None:
-    from ..cli.hook import socket_path
+    from ..hooks._protocol import socket_path
     from ..hooks.daemon import ping
 
     pid = ping(env)
@@ -236,26 +228,47 @@ def _check_helper(env: Mapping[str, str], report: _Report) -> None:
         report.ok(f"hook helper: running, pid {pid}, socket {socket_path(env)}")
 
 
-def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+@click.command(
+    name="doctor",
+    help=(
+        "Show which loopwarden hooks are installed for Claude Code, Codex CLI and Gemini "
+        "CLI, run a test event through each, and check the config and the state store."
+    ),
+    context_settings=CONTEXT,
+)
+@click.option("--agent", type=click.Choice(sorted(AGENTS)), help="Check only this agent.")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    help="Project directory (default: current directory).",
+)
+@click.option("--config", metavar="FILE", help="As for 'loopwarden hook'.")
+@click.option("--state", metavar="URL_OR_PATH", help="As for 'loopwarden hook'.")
+def doctor_command(
+    agent: str | None, directory: Path | None, config: str | None, state: str | None
+) -> int:
     env = dict(os.environ)
-    project = (args.dir or Path.cwd()).resolve()
+    project = (directory or Path.cwd()).resolve()
     report = _Report()
-    print("loopwarden doctor")
-    print("configuration and state:")
-    _check_store(args, env, report)
+    click.echo("loopwarden doctor")
+    click.echo("configuration and state:")
+    _check_store(config, state, env, report)
     installed = False
-    for agent in sorted(ADAPTERS) if args.agent is None else [args.agent]:
-        print(f"{AGENT_TITLES[agent]}:")
-        installed = _check_agent(agent, project, env, report) or installed
-    print("helper:")
+    for name in AGENTS if agent is None else [agent]:
+        click.echo(f"{AGENT_TITLES[name]}:")
+        installed = _check_agent(name, project, env, report) or installed
+    click.echo("helper:")
     _check_helper(env, report)
     if report.problems:
-        print(f"{report.problems} problem(s) found.")
-        return 1
+        click.echo(f"{report.problems} problem(s) found.")
+        return EXIT_FAIL
     if not installed:
-        print("No loopwarden hooks installed; add them with 'loopwarden install AGENT'.")
+        click.echo("No loopwarden hooks installed; add them with 'loopwarden install AGENT'.")
     else:
-        print("Everything works.")
-    sys.stdout.flush()
-    return 0
+        click.echo("Everything works.")
+    return EXIT_OK
+
+
+def main(argv: list[str]) -> int:
+    return run_command(doctor_command, argv, "loopwarden doctor")

@@ -3,46 +3,16 @@
 # Runs for every tool call of an agent and is compiled on every start where no
 # byte code is cached, so it is kept short; the explanations live in the
 # helper's module.
-from __future__ import annotations
+# ruff: noqa: I002 - no `from __future__ import annotations` on the hook's hot path:
+# it imports the __future__ module, about as costly as two of our own modules.
 
 import os
 import sys
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping
+from ..hooks._protocol import AGENTS, ENV_KEYS, PROTOCOL, runtime_dir, socket_path
 
+# Re-exported: these lived here before hooks._protocol.
 __all__ = ["AGENTS", "ENV_KEYS", "PROTOCOL", "main", "runtime_dir", "socket_path"]
-
-AGENTS = ("claude-code", "codex", "gemini")
-PROTOCOL = "LWH1"
-# The environment an answer depends on, sent so the helper answers as we would.
-ENV_KEYS = (
-    "HOME",
-    "LOOPWARDEN_AGENT_ID",
-    "LOOPWARDEN_CONFIG",
-    "LOOPWARDEN_LOG",
-    "LOOPWARDEN_STATE",
-    "XDG_CONFIG_HOME",
-    "XDG_DATA_HOME",
-)
-
-
-def runtime_dir(env: Mapping[str, str]) -> str:
-    d = env.get("LOOPWARDEN_RUNTIME_DIR")
-    if d:
-        return d
-    d = env.get("XDG_RUNTIME_DIR")
-    return d + "/loopwarden" if d else f"/tmp/loopwarden-{os.getuid()}"
-
-
-def socket_path(env: Mapping[str, str]) -> str:
-    # One helper per environment and installation; FNV-1a, as hashlib costs an import.
-    h = 0xCBF29CE484222325
-    key = f"{sys.prefix}\0{os.path.dirname(os.path.dirname(__file__))}\0{PROTOCOL}"
-    for byte in key.encode("utf-8", "surrogateescape"):
-        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{runtime_dir(env)}/hook-{h:016x}.sock"
 
 
 def _forward(argv: list[str], payload: bytes) -> tuple[int, bytes, bytes] | None:

@@ -7,13 +7,14 @@ before changing it, and ``--uninstall`` removes exactly loopwarden's entries.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
 
-from ..hooks.agents import ADAPTERS
+import click
+
+from ..hooks._protocol import AGENTS
 from ..hooks.settings import (
     AGENT_TITLES,
     Scope,
@@ -25,6 +26,7 @@ from ..hooks.settings import (
     settings_path,
     write_settings,
 )
+from ._clickutil import CONTEXT, EXIT_OK, CommandFailure, UsageFailure, run_command
 
 __all__ = ["main"]
 
@@ -40,52 +42,85 @@ _NOTES = {
 }
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="loopwarden install",
-        description=(
-            "Add loopwarden's hook to a coding agent's settings (or remove it with "
-            "--uninstall). Existing hooks are kept; the file is backed up before a change."
-        ),
-    )
-    parser.add_argument("agent", choices=sorted(ADAPTERS), help="the coding agent")
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument(
-        "--user",
-        dest="scope",
-        action="store_const",
-        const="user",
-        help="the user's settings, for every project (default)",
-    )
-    scope.add_argument(
-        "--project",
-        dest="scope",
-        action="store_const",
-        const="project",
-        help="the settings of the project in --dir (default: the current directory)",
-    )
-    parser.add_argument("--dir", type=Path, default=None, help="project directory for --project")
-    parser.add_argument(
-        "--uninstall", action="store_true", help="remove loopwarden's entries instead"
-    )
-    parser.add_argument(
-        "--config", metavar="FILE", help="config file the hook should use (made absolute)"
-    )
-    parser.add_argument(
-        "--state", metavar="URL_OR_PATH", help="state store the hook should use (a SQLite path)"
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="print the resulting file instead of writing it"
-    )
-    return parser
+@click.command(
+    name="install",
+    help=(
+        "Add loopwarden's hook to a coding agent's settings (or remove it with "
+        "--uninstall). Existing hooks are kept; the file is backed up before a change."
+    ),
+    context_settings=CONTEXT,
+)
+@click.argument("agent", type=click.Choice(sorted(AGENTS)), metavar="AGENT")
+@click.option("--user", is_flag=True, help="The user's settings, for every project (default).")
+@click.option(
+    "--project",
+    is_flag=True,
+    help="The settings of the project in --dir (default: the current directory).",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    help="Project directory for --project.",
+)
+@click.option("--uninstall", is_flag=True, help="Remove loopwarden's entries instead.")
+@click.option("--config", metavar="FILE", help="Config file the hook should use (made absolute).")
+@click.option(
+    "--state", metavar="URL_OR_PATH", help="State store the hook should use (a SQLite path)."
+)
+@click.option("--dry-run", is_flag=True, help="Print the resulting file instead of writing it.")
+def install_command(
+    agent: str,
+    user: bool,
+    project: bool,
+    directory: Path | None,
+    uninstall: bool,
+    config: str | None,
+    state: str | None,
+    dry_run: bool,
+) -> int:
+    if user and project:
+        raise UsageFailure("--user and --project cannot be used together")
+    scope: Scope = "project" if project else "user"
+    path = settings_path(agent, scope, os.environ, (directory or Path.cwd()).resolve())
+    title = AGENT_TITLES[agent]
+    command = hook_command(agent, _hook_args(config, state))
+    try:
+        data = read_settings(path)
+        if uninstall:
+            new, changed = remove_hooks(data, agent, path)
+        else:
+            new, changed = add_hooks(data, agent, command, path)
+        if dry_run:
+            click.echo(json.dumps(new, indent=2, ensure_ascii=False))
+            return EXIT_OK
+        if not changed:
+            status = "not installed" if uninstall else "already installed"
+            click.echo(f"loopwarden hooks for {title} are {status} in {path}; nothing changed.")
+            return EXIT_OK
+        backup = write_settings(path, new)
+    except SettingsError as exc:
+        raise CommandFailure(str(exc)) from None
+    verb = "Removed loopwarden hooks for" if uninstall else "Installed loopwarden hooks for"
+    click.echo(f"{verb} {title} in {path}")
+    click.echo(f"  events: {', '.join(changed)}")
+    if backup is not None:
+        click.echo(f"  backup of the previous file: {backup}")
+    if not uninstall:
+        _precompile_hook_path()
+        click.echo(f"  command: {command}")
+        note = _NOTES.get(agent)
+        if note:
+            click.echo(f"  note: {note}")
+        click.echo("  check it with: loopwarden doctor")
+    return EXIT_OK
 
 
-def _hook_args(args: argparse.Namespace) -> list[str]:
+def _hook_args(config: str | None, state: str | None) -> list[str]:
     extra: list[str] = []
-    if args.config:
-        extra += ["--config", os.path.abspath(os.path.expanduser(args.config))]
-    if args.state:
-        state = args.state
+    if config:
+        extra += ["--config", os.path.abspath(os.path.expanduser(config))]
+    if state:
         extra += [
             "--state",
             state if "://" in state else os.path.abspath(os.path.expanduser(state)),
@@ -104,10 +139,16 @@ def _precompile_hook_path() -> None:
     import importlib.util
     import py_compile
 
-    import loopwarden
-    import loopwarden.cli.hook
+    import loopwarden.cli.hook  # noqa: F401 - imports the whole hot path below
 
-    for module in (loopwarden, sys.modules["loopwarden.cli"], loopwarden.cli.hook):
+    hot_path = [
+        "loopwarden",
+        "loopwarden.cli",
+        "loopwarden.cli.hook",
+        "loopwarden.hooks",
+        "loopwarden.hooks._protocol",
+    ]
+    for module in [sys.modules[name] for name in hot_path]:
         source = getattr(module, "__file__", None)
         if not source or not source.endswith(".py"):
             continue
@@ -118,40 +159,4 @@ def _precompile_hook_path() -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
-    scope: Scope = "project" if args.scope == "project" else "user"
-    project = (args.dir or Path.cwd()).resolve()
-    path = settings_path(args.agent, scope, os.environ, project)
-    title = AGENT_TITLES[args.agent]
-    try:
-        data = read_settings(path)
-        if args.uninstall:
-            new, changed = remove_hooks(data, args.agent, path)
-        else:
-            new, changed = add_hooks(
-                data, args.agent, hook_command(args.agent, _hook_args(args)), path
-            )
-        if args.dry_run:
-            print(json.dumps(new, indent=2, ensure_ascii=False))
-            return 0
-        if not changed:
-            state = "not installed" if args.uninstall else "already installed"
-            print(f"loopwarden hooks for {title} are {state} in {path}; nothing changed.")
-            return 0
-        backup = write_settings(path, new)
-    except SettingsError as exc:
-        print(f"loopwarden install: error: {exc}", file=sys.stderr)
-        return 1
-    verb = "Removed loopwarden hooks for" if args.uninstall else "Installed loopwarden hooks for"
-    print(f"{verb} {title} in {path}")
-    print(f"  events: {', '.join(changed)}")
-    if backup is not None:
-        print(f"  backup of the previous file: {backup}")
-    if not args.uninstall:
-        _precompile_hook_path()
-        print(f"  command: {hook_command(args.agent, _hook_args(args))}")
-        note = _NOTES.get(args.agent)
-        if note:
-            print(f"  note: {note}")
-        print("  check it with: loopwarden doctor")
-    return 0
+    return run_command(install_command, argv, "loopwarden install")

@@ -12,11 +12,22 @@ to stderr. The MCP SDK is imported only after the arguments are parsed.
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import logging
 import sys
-from typing import Any
+from typing import Any, NamedTuple
+
+import click
+
+from ._clickutil import (
+    CONTEXT,
+    EXIT_FAIL,
+    EXIT_INTERRUPTED,
+    CommandFailure,
+    UsageFailure,
+    echo_error,
+    run_command,
+)
 
 __all__ = ["main"]
 
@@ -24,79 +35,170 @@ _PROG = "loopwarden mcp-proxy"
 _DEFAULT_CONFIG: dict[str, Any] = {"tools": {"loopDetection": {"enabled": True}}}
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=_PROG,
-        usage=(f"{_PROG} [options] (--upstream [NAME=]URL ... | -- COMMAND [ARGS...])"),
-        description=(
-            "Serve an MCP server that fronts upstream MCP servers and runs every tools/call "
-            "through loopwarden's loop guard: warnings are appended to results, looping calls "
-            "are answered with an error instead of being run, and a run that reaches the "
-            "circuit breaker is stopped. Everything else passes through."
-        ),
-        epilog=(
-            "Without --config, loop detection is enabled with OpenClaw's default thresholds. "
-            "A stdio upstream inherits this process's environment; its stderr goes to ours."
-        ),
-    )
-    parser.add_argument("--config", metavar="FILE", help="loopwarden/OpenClaw config (JSON5/JSON)")
-    parser.add_argument("--agent", metavar="ID", help="agent id whose per-agent block applies")
-    parser.add_argument(
-        "--name",
-        default="loopwarden",
-        help="server name shown to the client (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--upstream",
-        action="append",
-        default=[],
-        metavar="[NAME=]URL",
-        help="streamable-HTTP upstream server (repeatable)",
-    )
-    parser.add_argument(
-        "--prefix",
-        choices=("auto", "always", "never"),
-        default="auto",
-        help="prefix tool and prompt names with '<upstream>__' (auto: with several upstreams)",
-    )
-    parser.add_argument(
-        "--run-idle",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
-        help="a call after this much idle time starts a new agent run; 0: one run per "
-        "session (default: %(default)g)",
-    )
-    parser.add_argument(
-        "--connect-timeout",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="time allowed for each upstream to start (default: %(default)g)",
-    )
-    parser.add_argument(
-        "--http", action="store_true", help="serve streamable HTTP instead of stdio"
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="HTTP address (default: %(default)s)")
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=8765,
-        help="HTTP port, 0 for any free one (default: %(default)s)",
-    )
-    parser.add_argument("--path", default="/mcp", help="HTTP endpoint path (default: %(default)s)")
-    parser.add_argument(
-        "--allow-remote",
-        action="store_true",
-        help="allow --host to be a non-loopback address (the proxy has no authentication)",
-    )
-    parser.add_argument(
-        "--log-level",
-        default="warning",
-        choices=("debug", "info", "warning", "error"),
-        help="stderr log level (default: %(default)s)",
-    )
-    return parser
+class _ProxyCommand(click.Command):
+    """Says in the usage line that an upstream is given after the options."""
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return ["[OPTIONS]", "(--upstream [NAME=]URL ... | -- COMMAND [ARGS...])"]
+
+
+@click.command(
+    name="mcp-proxy",
+    cls=_ProxyCommand,
+    help=(
+        "Serve an MCP server that fronts upstream MCP servers and runs every tools/call "
+        "through loopwarden's loop guard: warnings are appended to results, looping calls "
+        "are answered with an error instead of being run, and a run that reaches the "
+        "circuit breaker is stopped. Everything else passes through."
+    ),
+    epilog=(
+        "Without --config, loop detection is enabled with OpenClaw's default thresholds. "
+        "A stdio upstream inherits this process's environment; its stderr goes to ours."
+    ),
+    context_settings=CONTEXT,
+)
+@click.option("--config", metavar="FILE", help="loopwarden/OpenClaw config (JSON5/JSON).")
+@click.option("--agent", metavar="ID", help="Agent id whose per-agent block applies.")
+@click.option(
+    "--name",
+    default="loopwarden",
+    metavar="NAME",
+    help="Server name shown to the client (default: loopwarden).",
+)
+@click.option(
+    "--upstream",
+    "upstream_specs",
+    multiple=True,
+    metavar="[NAME=]URL",
+    help="Streamable-HTTP upstream server (repeatable).",
+)
+@click.option(
+    "--prefix",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    help="Prefix tool and prompt names with '<upstream>__' (auto: with several upstreams).",
+)
+@click.option(
+    "--run-idle",
+    type=float,
+    default=300.0,
+    metavar="SECONDS",
+    help="A call after this much idle time starts a new agent run; 0: one run per "
+    "session (default: 300).",
+)
+@click.option(
+    "--connect-timeout",
+    type=float,
+    default=30.0,
+    metavar="SECONDS",
+    help="Time allowed for each upstream to start (default: 30).",
+)
+@click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option(
+    "--host", default="127.0.0.1", metavar="HOST", help="HTTP address (default: 127.0.0.1)."
+)
+@click.option(
+    "--port",
+    type=int,
+    default=8765,
+    metavar="PORT",
+    help="HTTP port, 0 for any free one (default: 8765).",
+)
+@click.option("--path", default="/mcp", metavar="PATH", help="HTTP endpoint path (default: /mcp).")
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --host to be a non-loopback address (the proxy has no authentication).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="warning",
+    help="stderr log level (default: warning).",
+)
+@click.pass_obj
+def mcp_proxy_command(command: list[str], /, **options: Any) -> int:
+    args = _Options(**options)
+    if not command and not args.upstream_specs:
+        raise click.UsageError(
+            "give an upstream: --upstream URL, or -- COMMAND [ARGS...]", click.get_current_context()
+        )
+    if args.http and not args.allow_remote and not _is_loopback(args.host):
+        raise UsageFailure(
+            f"--host {args.host} is not a loopback address; the proxy has no authentication. "
+            "Pass --allow-remote to serve it anyway."
+        )
+    if args.connect_timeout <= 0:
+        raise UsageFailure(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
+    if not 0 <= args.port <= 65535:
+        raise UsageFailure(f"--port {args.port} is not a port number")
+    _setup_logging(args.log_level)
+
+    from ..errors import ConfigError
+    from ..guard import LoopGuard
+
+    try:
+        guard = LoopGuard(
+            args.config if args.config is not None else _DEFAULT_CONFIG, agent_id=args.agent
+        )
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from None
+    except OSError as exc:
+        raise UsageFailure(f"cannot read config {args.config}: {exc.strerror or exc}") from None
+    except Exception as exc:  # e.g. a state store that cannot be opened
+        raise CommandFailure(f"cannot set up the loop guard: {type(exc).__name__}: {exc}") from None
+    try:
+        return _run(args, command, guard)
+    finally:
+        guard.close()
+
+
+class _Options(NamedTuple):
+    config: str | None
+    agent: str | None
+    name: str
+    upstream_specs: tuple[str, ...]
+    prefix: str
+    run_idle: float
+    connect_timeout: float
+    http: bool
+    host: str
+    port: int
+    path: str
+    allow_remote: bool
+    log_level: str
+
+
+def _run(args: _Options, command: list[str], guard: Any) -> int:
+    try:
+        from ..integrations.mcp import GuardedProxy, Upstream, UpstreamError
+    except ImportError as exc:
+        raise CommandFailure(str(exc)) from None
+
+    upstreams = []
+    try:
+        for spec in args.upstream_specs:
+            name, sep, url = spec.partition("=")
+            if not sep or "://" in name:
+                name, url = "", spec
+            upstreams.append(Upstream.http(url, name=name or None))
+    except ValueError as exc:
+        raise UsageFailure(f"--upstream: {exc}") from None
+    if command:
+        upstreams.append(Upstream.stdio(command[0], command[1:]))
+
+    import anyio
+
+    try:
+        code: int = anyio.run(_serve, GuardedProxy, args, upstreams, guard)
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except Exception as exc:  # never a traceback into the client's log unless asked
+        logging.getLogger("loopwarden").debug("mcp-proxy failed", exc_info=exc)
+        inner = _innermost(exc)
+        message = str(inner) if isinstance(inner, UpstreamError) else _reason(inner)
+        raise CommandFailure(message) from None
+    return code
 
 
 def _is_loopback(host: str) -> bool:
@@ -134,90 +236,13 @@ def _setup_logging(level: str) -> None:
     logging.getLogger("loopwarden").setLevel(level.upper())
 
 
-def _fail(message: str, code: int = 1) -> int:
-    print(f"{_PROG}: error: {message}", file=sys.stderr)
-    return code
-
-
-def main(argv: list[str]) -> int:
-    """Run the proxy until the client disconnects or a signal arrives; returns the exit code."""
-    if "--" in argv:
-        cut = argv.index("--")
-        options, command = argv[:cut], argv[cut + 1 :]
-    else:
-        options, command = argv, []
-    parser = _parser()
-    args = parser.parse_args(options)
-    if not command and not args.upstream:
-        parser.print_usage(sys.stderr)
-        return _fail("give an upstream: --upstream URL, or -- COMMAND [ARGS...]", 2)
-    if args.http and not args.allow_remote and not _is_loopback(args.host):
-        return _fail(
-            f"--host {args.host} is not a loopback address; the proxy has no authentication. "
-            "Pass --allow-remote to serve it anyway.",
-            2,
-        )
-    if args.connect_timeout <= 0:
-        return _fail(f"--connect-timeout must be positive, got {args.connect_timeout:g}", 2)
-    if not 0 <= args.port <= 65535:
-        return _fail(f"--port {args.port} is not a port number", 2)
-    _setup_logging(args.log_level)
-
-    from ..errors import ConfigError
-
-    try:
-        from ..guard import LoopGuard
-
-        guard = LoopGuard(
-            args.config if args.config is not None else _DEFAULT_CONFIG, agent_id=args.agent
-        )
-    except ConfigError as exc:
-        return _fail(str(exc), 2)
-    except OSError as exc:
-        return _fail(f"cannot read config {args.config}: {exc.strerror or exc}", 2)
-    except Exception as exc:  # e.g. a state store that cannot be opened
-        return _fail(f"cannot set up the loop guard: {type(exc).__name__}: {exc}")
-
-    try:
-        from ..integrations import mcp as lw_mcp
-    except ImportError as exc:
-        return _fail(str(exc))
-
-    upstreams = []
-    try:
-        for spec in args.upstream:
-            name, sep, url = spec.partition("=")
-            if not sep or "://" in name:
-                name, url = "", spec
-            upstreams.append(lw_mcp.Upstream.http(url, name=name or None))
-    except ValueError as exc:
-        return _fail(f"--upstream: {exc}", 2)
-    if command:
-        upstreams.append(lw_mcp.Upstream.stdio(command[0], command[1:]))
-
-    import anyio
-
-    try:
-        code: int = anyio.run(_serve, lw_mcp, args, upstreams, guard)
-    except KeyboardInterrupt:
-        code = 130
-    except Exception as exc:  # never a traceback into the client's log unless asked
-        logging.getLogger("loopwarden").debug("mcp-proxy failed", exc_info=exc)
-        inner = lw_mcp._innermost(exc)
-        known = isinstance(inner, lw_mcp.UpstreamError)
-        code = _fail(str(inner) if known else lw_mcp._reason(inner))
-    finally:
-        guard.close()
-    return code
-
-
-async def _serve(lw_mcp: Any, args: argparse.Namespace, upstreams: list[Any], guard: Any) -> int:
+async def _serve(proxy_class: Any, args: _Options, upstreams: list[Any], guard: Any) -> int:
     import signal
 
     import anyio
 
     prefix = {"auto": None, "always": True, "never": False}[args.prefix]
-    proxy = lw_mcp.GuardedProxy(
+    proxy = proxy_class(
         upstreams,
         guard,
         name=args.name,
@@ -258,8 +283,38 @@ async def _serve(lw_mcp: Any, args: argparse.Namespace, upstreams: list[Any], gu
                         args.host, args.port, path=args.path, on_ready=ready, should_exit=stop
                     )
                 except OSError as exc:
-                    code = _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+                    reason = exc.strerror or exc
+                    echo_error(_PROG, f"cannot listen on {args.host}:{args.port}: {reason}")
+                    code = EXIT_FAIL
             else:
                 await proxy.serve_stdio()
         tg.cancel_scope.cancel()
     return code
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio task groups wrap failures)."""
+    while True:
+        inner = getattr(exc, "exceptions", None)
+        if not inner or not isinstance(inner[0], BaseException):
+            return exc
+        exc = inner[0]
+
+
+def _reason(exc: BaseException) -> str:
+    """A one-line cause."""
+    text = str(exc).strip()
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def main(argv: list[str]) -> int:
+    """Run the proxy until the client disconnects or a signal arrives; returns the exit code."""
+    # Everything after "--" is the upstream's command line, never our options.
+    if "--" in argv:
+        cut = argv.index("--")
+        options, command = argv[:cut], argv[cut + 1 :]
+    else:
+        options, command = argv, []
+    return run_command(mcp_proxy_command, options, _PROG, obj=command)

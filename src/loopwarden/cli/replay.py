@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import functools
 import io
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from typing import IO, Any
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING
 
 import click
+from typing_extensions import Self
 
 from ._clickutil import (
     CONTEXT,
@@ -25,6 +22,10 @@ from ._clickutil import (
     run_command,
     styler,
 )
+from ._progress import BelowBar, ProgressBar, echo_err, isatty
+
+if TYPE_CHECKING:
+    from ..traces.replay import RunWriter
 
 __all__ = ["main"]
 
@@ -151,17 +152,10 @@ def replay_command(
     color: bool | None,
     progress: bool | None,
 ) -> int:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from ..report import InputInfo, ReplayMeta, ReportWriter, Totals
-    from ..traces import (
-        TraceFormatError,
-        TraceInputError,
-        expand_paths,
-        normalize_format,
-        read_source,
-    )
-    from ..traces.replay import Replayer, RunReport
+    from .._util import package_version
+    from ..report import ReplayMeta, writer_for
+    from ..traces import TraceInputError, expand_paths, normalize_format
+    from ..traces.replay import replay_sources
 
     forced: str | None = None
     if input_format.lower() != "auto":
@@ -172,8 +166,6 @@ def replay_command(
 
     overrides = parse_sets(sets)
     config = load_cli_config(config_path, overrides, default=DEFAULT_CONFIG)
-    # Replay must never write into the user's live run record or store.
-    config.settings = dataclasses.replace(config.settings, run_record=None, store=None)
     effective = config.for_agent(agent)
     if config_path is not None and effective.enabled is not True:
         state = "unset" if effective.enabled is None else "false"
@@ -182,238 +174,103 @@ def replay_command(
             "rolling-history detectors are off; add --set enabled=true to replay them.",
             err=True,
         )
-
     try:
         sources = expand_paths(paths)
     except TraceInputError as exc:
         raise UsageFailure(str(exc)) from None
-
-    try:
-        loopwarden_version = version("loopwarden")
-    except PackageNotFoundError:
-        loopwarden_version = "0+unknown"
     meta = ReplayMeta(
         config_source=config_path,
         agent=agent,
         overrides=overrides,
         effective=effective.to_dict(),
-        version=loopwarden_version,
+        version=package_version(),
     )
 
-    out_text: IO[str]
-    out_bytes: IO[bytes]
-    to_stdout = output == "-"
-    handle: IO[bytes] | None = None
-    wrapper: io.TextIOWrapper | None = None
-    if to_stdout:
-        out_bytes = sys.stdout.buffer
-        out_text = sys.stdout
-    else:
-        try:
-            handle = open(output, "wb")  # noqa: SIM115 - closed in finally below
-        except OSError as exc:
-            raise UsageFailure(f"cannot write {output}: {exc.strerror or exc}") from None
-        out_bytes = handle
-        out_text = wrapper = io.TextIOWrapper(handle, encoding="utf-8", write_through=True)
-
-    writer: ReportWriter
-    fmt = output_format.lower()
-    if fmt == "json":
-        from ..report.json_report import JsonWriter
-
-        writer = JsonWriter(out_bytes)
-    elif fmt == "html":
-        from ..report.html import HtmlWriter
-
-        writer = HtmlWriter(out_bytes)
-    else:
-        from ..report.text import TextWriter
-
-        use_colour = colour_enabled(color, out_text if to_stdout else None)
-        writer = TextWriter(
-            out_text, style=styler(use_colour), verbose=verbose, loops_only=loops_only
+    with _Output(output) as out:
+        fmt = output_format.lower()
+        colour = colour_enabled(color, out.text if out.to_stdout else None)
+        writer = writer_for(
+            fmt, out.binary, out.text, style=styler(colour), verbose=verbose, loops_only=loops_only
         )
+        err_style = styler(colour_enabled(color, sys.stderr))
+        sizes = [s.size or 0 for s in sources]
+        show_progress = isatty(sys.stderr) if progress is None else progress
+        bar = ProgressBar(sizes) if show_progress and sum(sizes) > 0 else None
+        shown = 0
 
-    totals = Totals()
-    err_style = styler(colour_enabled(color, sys.stderr))
-    show_progress = progress
-    if show_progress is None:
-        show_progress = _isatty(sys.stderr)
-    sizes = [s.size or 0 for s in sources]
-    bar = _Progress(sum(sizes)) if show_progress and sum(sizes) > 0 else None
+        def on_problem(where: str, reason: str) -> None:
+            nonlocal shown
+            shown += 1
+            if shown <= MAX_PROBLEMS_SHOWN:
+                echo_err(bar, f"{err_style('skipped', fg='yellow')} {where}: {reason}")
+            elif shown == MAX_PROBLEMS_SHOWN + 1:
+                echo_err(bar, "… further malformed records are counted, not shown")
 
-    def on_problem(where: str, reason: str) -> None:
-        totals.add_problem(where, reason)
-        if totals.problems <= MAX_PROBLEMS_SHOWN:
-            _err(bar, f"{err_style('skipped', fg='yellow')} {where}: {reason}")
-        elif totals.problems == MAX_PROBLEMS_SHOWN + 1:
-            _err(bar, "… further malformed records are counted, not shown")
+        def on_error(message: str) -> None:
+            echo_err(bar, f"{err_style('error', fg='red')} {message}")
 
-    # When the report shares the terminal with the bar, each block of output
-    # clears the bar line first and the bar is drawn again below it.
-    shared_terminal = bar is not None and to_stdout and _isatty(sys.stdout)
-
-    def on_run(report: RunReport) -> None:
-        totals.add(report)
-        if shared_terminal and bar is not None:
-            with bar.suspended():
-                writer.run(report)
-                out_text.flush()
-        else:
-            writer.run(report)
-
-    replayer = Replayer(
-        config,
-        agent_id=agent,
-        on_run=on_run,
-        on_problem=on_problem,
-        timeline=fmt == "html",
-    )
-
-    try:
+        # A report that shares the terminal with the bar is written below it.
+        runs: RunWriter = writer
+        if bar is not None and out.to_stdout and isatty(sys.stdout):
+            runs = BelowBar(writer, bar, out.text)
         writer.start(meta)
-        out_text.flush()
-        if bar is not None:
-            bar.start()
-        for index, source in enumerate(sources):
-            replayer.set_source(source.name, forced or "?")
-            info = InputInfo(source.name, None)
-            totals.inputs.append(info)
-            try:
-                info.format = read_source(
-                    source,
-                    replayer,
-                    index=index,
-                    input_format=forced,
-                    on_open=bar.open if bar is not None else None,
-                    on_format=functools.partial(_named, replayer, source.name),
-                )
-                if info.format is None:
-                    info.error = "empty input"
-            except (TraceFormatError, TraceInputError) as exc:
-                info.error = str(exc)
-                _err(bar, f"{err_style('error', fg='red')} {exc}")
-            except (KeyboardInterrupt, BrokenPipeError):
-                raise
-            except Exception as exc:  # a reader bug must not end the whole replay
-                info.error = f"internal error while reading: {type(exc).__name__}: {exc}"
-                _err(bar, f"{err_style('error', fg='red')} {source.name}: {info.error}")
-            replayer.finish()
+        out.text.flush()
+        try:
             if bar is not None:
-                bar.file_done(sizes[index])
-        if bar is not None:
-            bar.close()
-            bar = None
+                bar.start()
+            totals = replay_sources(
+                sources,
+                config,
+                writer=runs,
+                agent_id=agent,
+                input_format=forced,
+                timeline=fmt == "html",
+                on_problem=on_problem,
+                on_error=on_error,
+                progress=bar,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
         writer.finish(totals)
-    finally:
-        if bar is not None:
-            bar.close()
-        if wrapper is not None:
-            wrapper.flush()
-            wrapper.detach()  # the file itself is closed once, just below
-        if handle is not None:
-            handle.close()
 
-    readable = [i for i in totals.inputs if i.format is not None]
-    if not readable:
-        errors = [i for i in totals.inputs if i.error is not None and i.error != "empty input"]
-        if errors or not totals.inputs:
-            if not totals.inputs:
-                click.echo("loopwarden replay: error: no trace files found", err=True)
-            return EXIT_USAGE
-    if fail_on == "warning" and totals.looped_runs:
-        return EXIT_FAIL
-    if fail_on == "critical" and totals.levels["critical"]:
+    if totals.nothing_read:
+        if not totals.inputs:
+            click.echo("loopwarden replay: error: no trace files found", err=True)
+        return EXIT_USAGE
+    if fail_on is not None and totals.reached(fail_on):
         return EXIT_FAIL
     return EXIT_OK
 
 
-def _named(replayer: Any, name: str, fmt: str) -> None:
-    replayer.set_source(name, fmt)
+class _Output:
+    """The report's destination, stdout or a file (``-o``), as bytes and as text."""
 
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, OSError, ValueError):
-        return False
-
-
-def _err(bar: _Progress | None, text: str) -> None:
-    if bar is not None:
-        bar.echo(text)
-    else:
-        click.echo(text, err=True)
-
-
-class _Progress:
-    """A progress bar on stderr, fed by a side thread that polls the file position.
-
-    The reading loop never touches it, so a progress bar costs replay nothing.
-    """
-
-    def __init__(self, total: int) -> None:
-        self.bar: Any = click.progressbar(
-            length=total, label="replaying", file=sys.stderr, show_pos=False, width=30
-        )
-        self.lock = threading.Lock()
-        self.done = 0
-        self.shown = 0
-        self.current: Any = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="loopwarden-progress", daemon=True)
-
-    def start(self) -> None:
-        self.bar.__enter__()
-        self.bar.render_progress()
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.2):
-            self.refresh()
-
-    def refresh(self) -> None:
-        with self.lock:
-            current = self.current
-            position = current.position() if current is not None else None
-            target = self.done + (position or 0)
-            if target > self.shown:
-                step = min(target, self.bar.length) - self.shown
-                if step > 0:
-                    self.bar.update(step)
-                    self.shown += step
-
-    def open(self, opened: Any) -> None:
-        with self.lock:
-            self.current = opened
-
-    def file_done(self, size: int) -> None:
-        with self.lock:
-            self.current = None
-            self.done += size
-        self.refresh()
-
-    def echo(self, text: str) -> None:
-        with self.suspended():
-            click.echo(text, err=True)
-
-    @contextlib.contextmanager
-    def suspended(self) -> Iterator[None]:
-        """Clear the bar line, let the caller print, then draw the bar again."""
-        with self.lock:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+    def __init__(self, output: str) -> None:
+        self.to_stdout = output == "-"
+        self.handle: IO[bytes] | None = None
+        self.wrapper: io.TextIOWrapper | None = None
+        self.binary: IO[bytes] = sys.stdout.buffer
+        self.text: IO[str] = sys.stdout
+        if not self.to_stdout:
             try:
-                yield
-            finally:
-                self.bar.render_progress()
+                self.handle = open(output, "wb")  # noqa: SIM115 - closed in __exit__
+            except OSError as exc:
+                raise UsageFailure(f"cannot write {output}: {exc.strerror or exc}") from None
+            self.binary = self.handle
+            self.text = self.wrapper = io.TextIOWrapper(
+                self.handle, encoding="utf-8", write_through=True
+            )
 
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        self.refresh()
-        self.bar.__exit__(None, None, None)
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.wrapper is not None:
+            self.wrapper.flush()
+            self.wrapper.detach()  # the file itself is closed once, just below
+        if self.handle is not None:
+            self.handle.close()
 
 
 def main(argv: Sequence[str]) -> int:

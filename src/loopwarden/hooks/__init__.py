@@ -5,13 +5,18 @@ way that agent expects. The modules here do the work; the command's entry
 point (``loopwarden.cli.hook``) stays tiny, because a hook process starts for
 every tool call:
 
+* :mod:`._protocol` - what the entry point and the helper share (stdlib only);
 * :mod:`.agents` - per-agent event names, fields and answer shapes;
-* :mod:`.runner` - one event through the guard (config, store, run ids);
+* :mod:`.runner` - one event through the guard (run ids, transcript, answer);
+* :mod:`.options` - the command line; where the config, state and log are;
+* :mod:`.context` - guards and side-record stores, cached in the helper;
+* :mod:`.hooklog` - each request's log records, to the hook log and stderr;
 * :mod:`.transcript` - unknown-tool calls read from the session transcript;
 * :mod:`.daemon` - the optional long-lived helper the entry point forwards to;
 * :mod:`.settings` - the agents' settings files, for ``install`` and ``doctor``.
 """
 
-from __future__ import annotations
+# ruff: noqa: I002 - no `from __future__ import annotations` on the hook's hot path:
+# it imports the __future__ module, about as costly as two of our own modules.
 
 __all__: list[str] = []

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._protocol import AGENTS
+
 __all__ = ["ADAPTERS", "Adapter", "Call", "Kind"]
 
 Kind = Literal["pre", "post", "failure", "compact", "prompt"]
@@ -189,6 +191,7 @@ class GeminiAdapter(Adapter):
         return {"decision": "deny", "reason": reason}
 
 
-ADAPTERS: Mapping[str, Adapter] = {
-    adapter.name: adapter for adapter in (Adapter(), CodexAdapter(), GeminiAdapter())
-}
+_BY_NAME = {cls.name: cls() for cls in (Adapter, CodexAdapter, GeminiAdapter)}
+# Keyed by the one list of agents (hooks._protocol.AGENTS): an agent without an
+# adapter fails at import, an adapter missing from the list is never offered.
+ADAPTERS: Mapping[str, Adapter] = {name: _BY_NAME[name] for name in AGENTS}

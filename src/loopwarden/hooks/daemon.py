@@ -32,8 +32,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .._logging import logger
-from ..cli.hook import PROTOCOL, runtime_dir, socket_path
-from .runner import HookContext, handle, write_log
+from ._protocol import PROTOCOL, runtime_dir, socket_path
+from .context import HookContext
+from .hooklog import write_log
+from .runner import handle
 
 __all__ = ["DEFAULT_IDLE_SECONDS", "main", "ping", "serve", "spawn", "stop"]
 

@@ -8,32 +8,18 @@ stream in constant memory; the HTML page keeps only what it draws (see
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any, Protocol
 
-from ..traces.replay import RunReport
+from ..traces.replay import InputInfo, RunReport, Totals
 
-__all__ = ["SCHEMA", "InputInfo", "ReplayMeta", "ReportWriter", "Totals"]
+__all__ = ["FORMATS", "SCHEMA", "InputInfo", "ReplayMeta", "ReportWriter", "Totals", "writer_for"]
 
 SCHEMA = "loopwarden.replay/1"
 """Identifier of the JSON output schema; changes only with incompatible changes."""
 
-MAX_PROBLEMS_KEPT = 1000
-
-
-@dataclass
-class InputInfo:
-    """One input as replay saw it."""
-
-    name: str
-    format: str | None
-    """Detected (or forced) format; None for an empty input."""
-    error: str | None = None
-    """Why the input was skipped, if it was."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.name, "format": self.format, "error": self.error}
+FORMATS = ("text", "json", "html")
 
 
 @dataclass
@@ -79,69 +65,6 @@ def _word(value: Any) -> str:
     return "true" if value is True else "false" if value is False else str(value)
 
 
-@dataclass
-class Totals:
-    """Figures across all replayed runs."""
-
-    runs: int = 0
-    calls: int = 0
-    levels: Counter[str] = field(default_factory=Counter)
-    stopped: int = 0
-    aborted: int = 0
-    warnings: int = 0
-    blocks: int = 0
-    calls_after_first_warning: int = 0
-    calls_after_stop: int = 0
-    compactions: int = 0
-    problems: int = 0
-    problem_list: list[tuple[str, str]] = field(default_factory=list)
-    inputs: list[InputInfo] = field(default_factory=list)
-
-    def add(self, report: RunReport) -> None:
-        self.runs += 1
-        self.calls += report.calls
-        self.levels[report.level] += 1
-        stop = report.stop
-        if stop is not None:
-            if stop.action == "abort":
-                self.aborted += 1
-            else:
-                self.stopped += 1
-        counts = report.counts
-        self.warnings += counts["warn"]
-        self.blocks += counts["block"]
-        self.calls_after_first_warning += report.calls_after_first_warning
-        self.calls_after_stop += report.calls_after_stop
-        self.compactions += report.compactions
-
-    def add_problem(self, where: str, reason: str) -> None:
-        self.problems += 1
-        if len(self.problem_list) < MAX_PROBLEMS_KEPT:
-            self.problem_list.append((where, reason))
-
-    @property
-    def looped_runs(self) -> int:
-        return self.levels["warning"] + self.levels["critical"]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "files": sum(1 for i in self.inputs if i.format is not None and i.error is None),
-            "runs": self.runs,
-            "calls": self.calls,
-            "runs_ok": self.levels["ok"],
-            "runs_warning": self.levels["warning"],
-            "runs_critical": self.levels["critical"],
-            "runs_stopped": self.stopped,
-            "runs_aborted": self.aborted,
-            "warnings": self.warnings,
-            "blocks": self.blocks,
-            "calls_after_first_warning": self.calls_after_first_warning,
-            "calls_after_stop": self.calls_after_stop,
-            "compactions": self.compactions,
-            "problems": self.problems,
-        }
-
-
 class ReportWriter(Protocol):
     """Receives replay results as they come."""
 
@@ -150,3 +73,32 @@ class ReportWriter(Protocol):
     def run(self, report: RunReport) -> None: ...
 
     def finish(self, totals: Totals) -> None: ...
+
+
+def writer_for(
+    fmt: str,
+    binary: IO[bytes],
+    text: IO[str],
+    *,
+    style: Callable[..., str] | None = None,
+    verbose: bool = False,
+    loops_only: bool = False,
+) -> ReportWriter:
+    """The writer of report format ``fmt`` (one of :data:`FORMATS`).
+
+    JSON and HTML write bytes to ``binary``; text writes to ``text``, styled
+    by ``style`` (``click.style``-like) and shaped by ``verbose``/``loops_only``.
+    """
+    if fmt == "json":
+        from .json_report import JsonWriter
+
+        return JsonWriter(binary)
+    if fmt == "html":
+        from .html import HtmlWriter
+
+        return HtmlWriter(binary)
+    if fmt != "text":
+        raise ValueError(f"unknown report format {fmt!r}; supported: {', '.join(FORMATS)}")
+    from .text import TextWriter
+
+    return TextWriter(text, style=style, verbose=verbose, loops_only=loops_only)

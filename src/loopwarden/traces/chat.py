@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..integrations._base import parse_arguments
+from .._util import parse_arguments
 from ._common import ReadContext, blocks_text, outcome_from_text, short_title
 from ._sink import Loc, TraceSink
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._util import parse_arguments
 from ..hashing import MISSING
-from ..integrations._base import parse_arguments
 from ._common import ReadContext, blocks_text, outcome_from_text, short_title
 from ._sink import Loc, TraceSink
 

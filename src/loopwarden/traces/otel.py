@@ -27,8 +27,8 @@ import datetime as _dt
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from .._util import parse_arguments
 from ..hashing import MISSING
-from ..integrations._base import parse_arguments
 from ._common import ReadContext
 from ._sink import Loc, TraceSink
 

@@ -1,0 +1,397 @@
+"""The replay engine: :class:`Replayer` feeds trace runs through the real runtime guard.
+
+See :mod:`loopwarden.traces.replay` for how replay proceeds past a decision.
+Memory stays bounded: a finished run keeps only its :class:`RunReport` (at
+most ``max_events`` detailed events, and a timeline of at most
+``timeline_limit`` calls when timelines are on), and the caller gets it through
+``on_run`` as soon as the run ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..config import Config
+from ..errors import LoopAbort
+from ..events import LoopEvent
+from ..guard import LoopGuard, RunGuard
+from ..hashing import MISSING, args_hash, hash_outcome, is_known_poll
+from ..stores.memory import LocalStore
+from ._results import (
+    ABORTED,
+    AFTER_STOP,
+    BLOCKED,
+    ERROR,
+    REPEAT,
+    STOPPED,
+    WARNED,
+    ReplayEvent,
+    RunReport,
+)
+from ._sink import Loc, format_loc
+
+__all__ = ["ReplayStore", "Replayer"]
+
+_ACTION_FLAG = {"warn": WARNED, "block": BLOCKED, "stop": STOPPED | BLOCKED, "abort": ABORTED}
+
+MAX_PENDING = 256
+MAX_COMPACTION_MARKS = 100
+
+
+# The replay store moved to loopwarden.stores; the old name stays for one release.
+ReplayStore = LocalStore
+
+
+class _Run:
+    __slots__ = ("guard", "last_outcome", "pending", "report", "stopped")
+
+    def __init__(self, guard: RunGuard, report: RunReport) -> None:
+        self.guard = guard
+        self.report = report
+        # call id -> (call index, tool, params) for raw calls; the call index for hashed ones
+        self.pending: dict[str, Any] = {}
+        self.stopped = False
+        # args hash -> last outcome hash, for the timeline's "repeated outcome" marks
+        self.last_outcome: dict[str, str] = {}
+
+
+class Replayer:
+    """Feeds trace runs through a :class:`LoopGuard` and reports each run when it ends.
+
+    Args:
+        config: the loaded config (see :func:`~loopwarden.config.load_config`).
+        agent_id: force this agent's block for every run; otherwise a run uses
+            the agent id its trace names (or the global block).
+        on_run: receives each :class:`RunReport` as its run ends.
+        on_problem: receives ``(where, reason)`` for each skipped record.
+        timeline: keep a per-call timeline in each report (for the HTML page).
+        max_events: detailed events kept per run (the rest are only counted).
+        timeline_limit: calls kept in a run's timeline.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        agent_id: str | None = None,
+        on_run: Callable[[RunReport], None],
+        on_problem: Callable[[str, str], None],
+        timeline: bool = False,
+        max_events: int = 200,
+        timeline_limit: int = 2000,
+    ) -> None:
+        # A private store and no run record: replay never writes into the live ones.
+        self.guard = LoopGuard(
+            config,
+            agent_id=agent_id,
+            store=LocalStore(),
+            run_record=False,
+            on_event=self._on_event,
+        )
+        self._agent_forced = agent_id is not None
+        self._on_run = on_run
+        self._on_problem = on_problem
+        self._timeline = timeline
+        self._max_events = max_events
+        self._timeline_limit = timeline_limit
+        self._runs: dict[str, _Run] = {}
+        self._serial = 0
+        self._source = "<input>"
+        self._format = "?"
+        # The run and call being fed to the guard, for attributing its events.
+        self._cur: RunReport | None = None
+        self._cur_call = 0
+        self._cur_line: Loc = None
+        self._poll_tools: dict[str, bool] = {}
+        # Consecutive records nearly always belong to the same run.
+        self._last_key: str | None = None
+        self._last_run: _Run | None = None
+        self.problems = 0
+
+    # -- bookkeeping -------------------------------------------------------------
+    def set_source(self, source: str, fmt: str) -> None:
+        """Name the input that the following records come from."""
+        self._source = source
+        self._format = fmt
+
+    def problem(self, loc: Loc, reason: str) -> None:
+        self.problems += 1
+        self._on_problem(format_loc(self._source, loc), reason)
+
+    def has_run(self, key: str) -> bool:
+        return key in self._runs
+
+    def _on_event(self, event: LoopEvent) -> None:
+        report = self._cur
+        if report is None:  # not from a replayed call; nothing to attribute it to
+            return
+        call = self._cur_call
+        action = event.action
+        counts = report.counts
+        counts[action] = counts.get(action, 0) + 1
+        if report.first_intervention_call is None:
+            report.first_intervention_call = call
+        if action == "warn":
+            if report.first_warning_call is None:
+                report.first_warning_call = call
+        elif action == "block" and report.first_block_call is None:
+            report.first_block_call = call
+        replayed = ReplayEvent(event, call, self._cur_line)
+        if action in ("stop", "abort") and report.stop is None:
+            report.stop = replayed
+        if len(report.events) < self._max_events:
+            report.events.append(replayed)
+        else:
+            report.events_omitted += 1
+        timeline = report.timeline
+        if timeline is not None and 0 < call <= len(timeline):
+            timeline[call - 1] |= _ACTION_FLAG.get(action, 0)
+
+    # -- runs ----------------------------------------------------------------------
+    def begin_run(
+        self,
+        key: str,
+        *,
+        label: str,
+        line: Loc,
+        session: str | None = None,
+        agent: str | None = None,
+        tools: Iterable[str] | None = None,
+        title: str | None = None,
+    ) -> None:
+        if key in self._runs:  # the same key again: the old run is over
+            self.end_run(key)
+        self._serial += 1
+        guard = self.guard.run(
+            str(self._serial),
+            session_id=session,
+            agent_id=None if self._agent_forced else agent,
+            tools=tools,
+        )
+        report = RunReport(
+            key,
+            label,
+            self._source,
+            self._format,
+            line,
+            session,
+            self.guard.agent_id if self._agent_forced else agent,
+            title,
+            self._timeline,
+        )
+        self._runs[key] = _Run(guard, report)
+
+    def _run(self, key: str, line: Loc) -> _Run:
+        """The open run ``key`` (begun on the fly when a reader did not begin it)."""
+        if key is self._last_key and self._last_run is not None:
+            return self._last_run
+        run = self._runs.get(key)
+        if run is None:
+            self.begin_run(key, label=key.rpartition("\x1f")[2] or key, line=line)
+            run = self._runs[key]
+        self._last_key, self._last_run = key, run
+        return run
+
+    def end_run(self, key: str) -> None:
+        run = self._runs.pop(key, None)
+        if run is None:
+            return
+        if run is self._last_run:
+            self._last_key = self._last_run = None
+        run.guard.end()
+        self._on_run(run.report)
+
+    def finish(self) -> None:
+        """End every open run (end of input)."""
+        for key in list(self._runs):
+            self.end_run(key)
+
+    def open_runs(self) -> int:
+        return len(self._runs)
+
+    def live_event(self, key: str) -> None:
+        run = self._runs.get(key)
+        if run is not None:
+            run.report.live_events += 1
+
+    def compaction(self, key: str, line: Loc) -> None:
+        run = self._run(key, line)
+        self._cur = None  # on_compaction emits no events; nothing to attribute
+        report = run.report
+        report.compactions += 1
+        if len(report.compaction_marks) < MAX_COMPACTION_MARKS:
+            report.compaction_marks.append(report.calls)
+        if not run.stopped:
+            run.guard.on_compaction()
+
+    # -- calls and outcomes ----------------------------------------------------------
+    def _count_call(self, run: _Run, tool: str) -> int:
+        report = run.report
+        index = report.calls = report.calls + 1
+        tools = report.tools
+        tools[tool] = tools.get(tool, 0) + 1
+        if report.timeline is not None:
+            self._timeline_cell(run, index, tool)
+        return index
+
+    def _timeline_cell(self, run: _Run, index: int, tool: str) -> None:
+        report = run.report
+        timeline = report.timeline
+        if timeline is None or index > self._timeline_limit:
+            return
+        ids = report.timeline_tools
+        tool_id = ids.get(tool)
+        if tool_id is None:
+            tool_id = ids[tool] = len(ids)
+        timeline.append((tool_id << 8) | (AFTER_STOP if run.stopped else 0))
+
+    def call(self, key: str, call_id: str | None, tool: str, params: Any, line: Loc) -> None:
+        """A call with raw params: hashed by the guard itself (``before_call``)."""
+        run = self._run(key, line)
+        index = self._count_call(run, tool)
+        if run.stopped:
+            return
+        if call_id is None:
+            call_id = f"#{index}"
+        pending = run.pending
+        pending[call_id] = (index, tool, params)
+        if len(pending) > MAX_PENDING:
+            del pending[next(iter(pending))]
+        self._cur = run.report
+        self._cur_call = index
+        self._cur_line = line
+        try:
+            run.guard.before_call(tool, params, call_id)
+        except LoopAbort:
+            run.stopped = True
+
+    def call_hashed(
+        self,
+        key: str,
+        call_id: str | None,
+        tool: str,
+        args_hash: str,
+        line: Loc,
+        params: Any = None,
+        poll: bool | None = None,
+    ) -> None:
+        """A call known by its args hash (``before_call_hashed``). The replay hot path."""
+        run = self._last_run if key is self._last_key else None
+        if run is None:
+            run = self._run(key, line)
+        report = run.report
+        index = report.calls = report.calls + 1
+        tools = report.tools
+        tools[tool] = tools.get(tool, 0) + 1
+        if report.timeline is not None:
+            self._timeline_cell(run, index, tool)
+        if run.stopped:
+            return
+        if call_id is None:
+            call_id = f"#{index}"
+        pending = run.pending
+        pending[call_id] = index  # hashed outcomes carry tool and hash themselves
+        if len(pending) > MAX_PENDING:
+            del pending[next(iter(pending))]
+        if poll is not None:
+            pass  # the live guard recorded it
+        elif params is None:
+            # Without params only tool-level poll markers are known (process needs its action).
+            poll = self._poll_tools.get(tool)
+            if poll is None:
+                poll = self._poll_tools[tool] = is_known_poll(tool, None, self.guard.profiles)
+        else:
+            poll = is_known_poll(tool, params, self.guard.profiles)
+        self._cur = report
+        self._cur_call = index
+        self._cur_line = line
+        try:
+            run.guard.before_call_hashed(tool, args_hash, call_id=call_id, poll=poll)
+        except LoopAbort:
+            run.stopped = True
+
+    def outcome(
+        self,
+        key: str,
+        call_id: str | None,
+        line: Loc,
+        *,
+        result: Any = MISSING,
+        error: Any = MISSING,
+    ) -> None:
+        """A call's result or error; ``after_call`` with the params its call had."""
+        found = self._take_pending(key, call_id, line)
+        if found is None:
+            return
+        run, (index, tool, params) = found
+        try:
+            run.guard.after_call(tool, params, call_id, result=result, error=error)
+        except LoopAbort:
+            run.stopped = True
+        timeline = run.report.timeline
+        if timeline is not None and index <= len(timeline):
+            # Only for the picture: the same functions the guard hashes with.
+            outcome = hash_outcome(
+                tool, params, result=result, error=error, profiles=self.guard.profiles
+            )
+            sig = args_hash(tool, params)
+            self._mark_outcome(run, timeline, index, sig, outcome.hash, outcome.is_error)
+
+    def outcome_hashed(
+        self,
+        key: str,
+        call_id: str | None,
+        tool: str,
+        args_hash: str,
+        outcome_hash: str | None,
+        line: Loc,
+        is_error: bool = False,
+        unknown_tool: str | None = None,
+    ) -> None:
+        """An outcome known by its hash (``after_call_hashed``)."""
+        found = self._take_pending(key, call_id, line)
+        if found is None:
+            return
+        run, index = found
+        try:
+            run.guard.after_call_hashed(
+                tool,
+                args_hash,
+                outcome_hash,
+                call_id=call_id,
+                unknown_tool_name=unknown_tool,
+                is_error=is_error,
+            )
+        except LoopAbort:
+            run.stopped = True
+        timeline = run.report.timeline
+        if timeline is not None and index <= len(timeline):
+            self._mark_outcome(run, timeline, index, args_hash, outcome_hash, is_error)
+
+    def _take_pending(self, key: str, call_id: str | None, line: Loc) -> tuple[_Run, Any] | None:
+        """The run and pending entry an outcome belongs to; its call becomes the current one."""
+        run = self._last_run if key is self._last_key else self._runs.get(key)
+        if run is None or run.stopped:
+            return None
+        entry = run.pending.pop(call_id, None) if call_id is not None else None
+        if entry is None:
+            run.report.orphan_results += 1
+            return None
+        self._cur = run.report
+        self._cur_call = entry if entry.__class__ is int else entry[0]
+        self._cur_line = line
+        return run, entry
+
+    @staticmethod
+    def _mark_outcome(
+        run: _Run, timeline: list[int], index: int, sig: str, outcome: str | None, error: bool
+    ) -> None:
+        if error:
+            timeline[index - 1] |= ERROR
+        if outcome is None:
+            return
+        last = run.last_outcome
+        if last.get(sig) == outcome:
+            timeline[index - 1] |= REPEAT
+        last[sig] = outcome
