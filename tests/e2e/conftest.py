@@ -1,0 +1,71 @@
+"""End-to-end tests against the real coding-agent CLIs (marker ``e2e``).
+
+They need the pinned CLIs (``scripts/e2e-cli-setup``) and a network namespace
+(``unshare -n`` as root, ``unshare -rn`` otherwise). Without them the tests
+skip with the reason, unless ``LOOPWARDEN_E2E_REQUIRED=1`` (set it in CI):
+then they fail, so a CLI that did not install can never pass silently.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import LOOPWARDEN, REQUIRED, Workspace, cli_path, netns_prefix
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "e2e: runs a real coding-agent CLI (scripts/e2e-cli-setup) in a network namespace",
+    )
+
+
+def unavailable(reason: str) -> None:
+    if REQUIRED:
+        pytest.fail(f"{reason} (LOOPWARDEN_E2E_REQUIRED=1)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(name="netns", scope="session")
+def fixture_netns() -> list[str]:
+    """How to start a process with only loopback (skips or fails without namespaces)."""
+    prefix = netns_prefix()
+    if prefix is None:
+        unavailable("network namespaces are not available here (unshare -n / -rn failed)")
+    assert prefix is not None
+    return prefix
+
+
+@pytest.fixture(name="runtime_dir", scope="session")
+def fixture_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One private directory for the hook helper; the helper is stopped at the end."""
+    path = tmp_path_factory.mktemp("lw-run")
+    path.chmod(0o700)
+    yield path
+    env = {**os.environ, "LOOPWARDEN_RUNTIME_DIR": str(path)}
+    subprocess.run(
+        [str(LOOPWARDEN), "hook", "--stop-daemon"], env=env, capture_output=True, check=False
+    )
+
+
+@pytest.fixture(name="make_workspace")
+def fixture_make_workspace(
+    tmp_path: Path, netns: list[str], runtime_dir: Path
+) -> Callable[..., Workspace]:
+    """A factory: ``make_workspace(agent, **settings)`` (skips when the CLI is missing)."""
+    count = 0
+
+    def make(agent: str, **extra_settings: Any) -> Workspace:
+        nonlocal count
+        if not cli_path(agent).exists():
+            unavailable(f"{agent} is not installed; run scripts/e2e-cli-setup")
+        count += 1
+        return Workspace(agent, tmp_path / f"ws{count}", runtime_dir, netns, extra_settings)
+
+    return make

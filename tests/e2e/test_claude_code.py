@@ -1,0 +1,207 @@
+"""Claude Code 2.1.332 with loopwarden's hook, against a scripted Anthropic API.
+
+Tests marked ``xfail(strict=True)`` fail today because of a defect listed in
+issue 10; they pass (and must lose the marker) once part B fixes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .harness import Outcome, Workspace
+from .views import classify
+
+pytestmark = pytest.mark.e2e
+
+AGENT = "claude-code"
+SMALL = {
+    "enabled": True,
+    "warningThreshold": 3,
+    "criticalThreshold": 5,
+    "globalCircuitBreakerThreshold": 7,
+    "unknownToolThreshold": 3,
+}
+PROMPT_TOO_LONG = {"error": "prompt is too long: 210000 tokens > 200000 maximum", "status": 400}
+MISSING_TOOL = {"tool": "NoSuchTool", "input": {"job": 42}}
+
+
+def defect(n: int, why: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"issue 10 defect {n}: {why}")
+
+
+def kinds(outcome: Outcome) -> list[str | None]:
+    """loopwarden's verdict in what the model saw after each call (None: plain result)."""
+    return [None if s is None else classify(s.everything) for s in outcome.results()]
+
+
+def final(outcome: Outcome) -> dict[str, Any]:
+    """The ``result`` event of the last run's stream-json output."""
+    events = [e for e in outcome.runs[-1].events() if e.get("type") == "result"]
+    assert events, outcome.runs[-1].stdout[-2000:]
+    return events[-1]
+
+
+@pytest.fixture(name="ws")
+def fixture_ws(make_workspace: Callable[..., Workspace]) -> Workspace:
+    ws = make_workspace(AGENT)
+    ws.install()
+    return ws
+
+
+def check_no_progress_loop(ws: Workspace, outcome: Outcome) -> None:
+    t = ws.thresholds()
+    seen = kinds(outcome)
+    # Call k is made in answer to request k; its result is shown in request k+1.
+    assert len(outcome.main) == t.stop, f"the model was called {len(outcome.main)} times"
+    assert seen[: t.warning] == [None] * t.warning
+    assert seen[t.first_warning - 1] == "warn"
+    assert seen[t.first_warning : t.critical] == [None] * (t.critical - t.first_warning)
+    assert seen[t.critical : t.breaker] == ["block"] * (t.breaker - t.critical)
+    assert seen[t.breaker] is None, "the stopped call's result must never reach the model"
+    assert outcome.executions == t.critical, "blocked calls must not run"
+    assert final(outcome)["terminal_reason"] == "hook_stopped"
+
+
+def test_no_progress_loop_warns_blocks_and_stops_at_the_configured_calls(ws: Workspace) -> None:
+    """With the default config the identical Bash loop is warned, blocked, then stopped."""
+    t = ws.thresholds()
+    outcome = ws.run([ws.poll(t.stop + 5)])
+    check_no_progress_loop(ws, outcome)
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_stop_ends_the_run_every_time(ws: Workspace, attempt: int) -> None:
+    """Defect 0 was intermittent: the same loop must end with hook_stopped on every run."""
+    ws.write_config(SMALL)
+    outcome = ws.run([ws.poll(ws.thresholds().stop + 5)])
+    check_no_progress_loop(ws, outcome)
+
+
+@defect(9, "a stop exits 0 and claude -p prints an empty line; the user is not told")
+def test_stop_is_shown_to_the_user_in_text_mode(ws: Workspace) -> None:
+    """In ``claude -p`` text mode the user sees that loopwarden stopped the run."""
+    ws.write_config(SMALL)
+    outcome = ws.run([ws.poll(ws.thresholds().stop + 5)], text_mode=True)
+    run = outcome.runs[-1]
+    assert outcome.executions == ws.thresholds().critical
+    assert "loopwarden" in run.stdout + run.stderr, (run.stdout, run.stderr)
+
+
+def test_auto_compaction_then_the_same_loop_is_aborted(ws: Workspace) -> None:
+    """After an automatic compaction, repeating the same call ends the run within the window."""
+    t = ws.thresholds()
+    outcome = ws.run([ws.poll(2), PROMPT_TOO_LONG, ws.poll(t.window + 5)])
+    assert any(r["kind"] == "summary" for r in outcome.requests), "no compaction happened"
+    boundary = [e for e in outcome.runs[-1].events() if e.get("subtype") == "compact_boundary"]
+    assert boundary and boundary[0]["compact_metadata"]["trigger"] == "auto"
+    assert outcome.executions == 2 + t.window
+    assert len(outcome.main) == 3 + t.window
+    assert final(outcome)["terminal_reason"] == "hook_stopped"
+
+
+def manual_compaction(ws: Workspace, steps_after: int) -> Outcome:
+    """Poll, ``/compact`` the session, then a new prompt that polls the same way."""
+    steps = [ws.poll(2), {"text": "Still pending."}, ws.poll(steps_after)]
+    prompts = ["Poll job 42.", "/compact", "Poll job 42 again."]
+    outcome = ws.run(steps, prompts)
+    assert any(r["kind"] == "summary" for r in outcome.requests), "no compaction happened"
+    return outcome
+
+
+@defect(5, "the guard is armed in the /compact run; the next prompt starts a new run")
+def test_manual_compaction_then_a_new_prompt_is_guarded(ws: Workspace) -> None:
+    """After ``/compact``, the next prompt's identical calls are aborted within the window."""
+    t = ws.thresholds()
+    outcome = manual_compaction(ws, t.window + 5)
+    assert outcome.executions == 2 + t.window
+    assert final(outcome)["terminal_reason"] == "hook_stopped"
+
+
+@defect(6, "Claude Code shows 'PreCompact [<command>] completed successfully' to the model")
+def test_compaction_never_shows_the_hook_command_to_the_model(ws: Workspace) -> None:
+    """No request the model receives around a ``/compact`` contains the hook's command line."""
+    outcome = manual_compaction(ws, 3)
+    assert "loopwarden hook" not in outcome.text()
+
+
+@defect(8, "no hook fires for an unknown tool, so a loop of misses is never seen")
+def test_loop_on_a_missing_tool_is_blocked_and_stopped(ws: Workspace) -> None:
+    """Repeated calls of a tool that does not exist are blocked, then the run is stopped."""
+    ws.write_config(SMALL)
+    t = ws.thresholds()
+    stop = max(t.breaker, t.unknown) + 1
+    outcome = ws.run([{**MISSING_TOOL, "repeat": stop + 5}])
+    seen = kinds(outcome)
+    assert "block" in seen[: t.unknown + 1], seen
+    assert len(outcome.main) <= stop
+    assert final(outcome)["terminal_reason"] == "hook_stopped"
+
+
+def misses_between_real_calls(ws: Workspace, misses: int) -> tuple[Outcome, list[str | None]]:
+    """Alternate a missing tool with a real call that makes progress (so hooks do fire)."""
+    steps: list[dict[str, Any]] = []
+    for _ in range(misses):
+        steps += [MISSING_TOOL, ws.progress()]
+    outcome = ws.run(steps)
+    return outcome, kinds(outcome)
+
+
+@defect(4, "api-request-blob records repeat each miss, so every miss is counted twice")
+def test_each_missing_tool_call_is_counted_once(ws: Workspace) -> None:
+    """Misses read from the transcript count once: no self ping-pong, no early notes."""
+    ws.write_config(SMALL)
+    t = ws.thresholds()
+    outcome, seen = misses_between_real_calls(ws, t.unknown + 1)
+    assert "alternate between NoSuchTool and NoSuchTool" not in outcome.text()
+    # loopwarden says nothing about the missing tool before its (unknown + 1)th miss.
+    about = [
+        i
+        for i, (shown, kind) in enumerate(zip(outcome.results(), seen, strict=True))
+        if shown is not None and kind is not None and "NoSuchTool" in shown.context
+    ]
+    assert not about or about[0] >= 2 * t.unknown, seen
+
+
+@defect(7, "notes say 'loopwarden blocked this call' on a call that ran, and lower-case the name")
+def test_missing_tool_notes_describe_what_happened(ws: Workspace) -> None:
+    """A note attached to a real call that ran never claims that call was blocked."""
+    ws.write_config(SMALL)
+    t = ws.thresholds()
+    outcome, _ = misses_between_real_calls(ws, max(t.breaker, t.unknown) + 2)
+    for shown in outcome.results():
+        if shown is not None and "No such tool" not in shown.text:
+            assert "blocked this call" not in shown.everything, shown.everything
+    assert "'nosuchtool'" not in outcome.text()
+
+
+def test_progressing_loop_is_never_blocked(ws: Workspace) -> None:
+    """A repeated call whose output changes every time is never blocked or stopped."""
+    t = ws.thresholds()
+    calls = t.stop + 5
+    outcome = ws.run([ws.progress(calls)])
+    assert outcome.executions == calls
+    assert not {"block", "stop"} & set(kinds(outcome))
+    assert final(outcome)["terminal_reason"] == "completed"
+
+
+def test_the_users_own_hook_is_kept_and_still_runs(ws: Workspace) -> None:
+    """install adds loopwarden next to the user's PreToolUse hook, which keeps firing."""
+    before = json.loads(ws.original)
+    after = json.loads(ws.settings.read_text())
+    assert after["hooks"]["PreToolUse"][0] == before["hooks"]["PreToolUse"][0]
+    assert after["cleanupPeriodDays"] == before["cleanupPeriodDays"]
+    outcome = ws.run([ws.poll(3)])
+    assert outcome.executions == 3
+    assert outcome.user_hook_runs == 3
+
+
+@defect(10, "uninstall re-indents the file and adds a trailing newline")
+def test_uninstall_gives_back_the_file_byte_for_byte(ws: Workspace) -> None:
+    """install, a session, then uninstall leave the user's settings file as it was."""
+    ws.run([ws.poll(2)])
+    ws.loopwarden("install", AGENT, "--uninstall")
+    assert ws.settings.read_bytes() == ws.original
