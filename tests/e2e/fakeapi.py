@@ -168,7 +168,9 @@ class Anthropic(API):
     def _stream(
         self, message: dict[str, Any], block: dict[str, Any], stop: str, pause: float
     ) -> Iterator[bytes]:
-        yield _sse("message_start", {"type": "message_start", "message": {**message, "content": []}})
+        yield _sse(
+            "message_start", {"type": "message_start", "message": {**message, "content": []}}
+        )
         if block["type"] == "tool_use":
             start = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
@@ -176,9 +178,12 @@ class Anthropic(API):
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}
         yield _sse(
-            "content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": start},
         )
-        yield _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
+        yield _sse(
+            "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+        )
         yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})
         if pause:
             time.sleep(pause)

@@ -273,13 +273,18 @@ class Workspace:
         )
         assert done.returncode == 0, f"sandbox failed: {done.stderr[-3000:]}"
         data = json.loads(result.read_text())
-        requests = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        requests = (
+            [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        )
         log_file = self.home / ".local" / "share" / "loopwarden" / "hook.log"
         user_log = self.home / "user-hook.log"
         return Outcome(
             self.agent,
             requests,
-            [Run(**{k: r[k] for k in ("argv", "code", "stdout", "stderr", "seconds")}) for r in data["runs"]],
+            [
+                Run(**{k: r[k] for k in ("argv", "code", "stdout", "stderr", "seconds")})
+                for r in data["runs"]
+            ],
             _lines(self.count_file),
             _lines(user_log),
             log_file.read_text() if log_file.exists() else "",
@@ -427,7 +432,12 @@ class Gemini(Agent):
                     {
                         "matcher": "run_shell_command",
                         "hooks": [
-                            {"type": "command", "command": USER_HOOK, "name": "audit", "timeout": 10000}
+                            {
+                                "type": "command",
+                                "command": USER_HOOK,
+                                "name": "audit",
+                                "timeout": 10000,
+                            }
                         ],
                     }
                 ]
@@ -455,7 +465,12 @@ class Gemini(Agent):
         return argv
 
     def shell(self, command: str, repeat: int = 1, **extra: Any) -> dict[str, Any]:
-        return {"tool": "run_shell_command", "input": {"command": command}, "repeat": repeat, **extra}
+        return {
+            "tool": "run_shell_command",
+            "input": {"command": command},
+            "repeat": repeat,
+            **extra,
+        }
 
 
 AGENTS: dict[str, Agent] = {"claude-code": ClaudeCode(), "codex": Codex(), "gemini": Gemini()}
