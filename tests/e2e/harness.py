@@ -239,6 +239,7 @@ class Workspace:
         prompts: Sequence[str] = ("Poll job 42 until it is done.",),
         *,
         text_mode: bool = False,
+        trust_hooks: bool = True,
         after: str = "I give up on the job.",
         timeout: float = 240,
     ) -> Outcome:
@@ -250,7 +251,7 @@ class Workspace:
         env = self.env()
         runs = [
             {
-                "argv": [str(cli_path(self.agent)), *agent.argv(prompt, i > 0, text_mode)],
+                "argv": [str(cli_path(self.agent)), *agent.argv(prompt, i > 0, text_mode, trust_hooks)],
                 "env": env,
                 "cwd": str(self.work),
                 "timeout": timeout,
@@ -312,7 +313,7 @@ class Agent:
     def env(self, ws: Workspace) -> dict[str, str]:
         return {}
 
-    def argv(self, prompt: str, resume: bool, text_mode: bool) -> list[str]:
+    def argv(self, prompt: str, resume: bool, text_mode: bool, trust: bool = True) -> list[str]:
         raise NotImplementedError
 
     def shell(self, command: str, repeat: int = 1, **extra: Any) -> dict[str, Any]:
@@ -344,7 +345,7 @@ class ClaudeCode(Agent):
             "ANTHROPIC_API_KEY": "sk-ant-e2e",
         }
 
-    def argv(self, prompt: str, resume: bool, text_mode: bool) -> list[str]:
+    def argv(self, prompt: str, resume: bool, text_mode: bool, trust: bool = True) -> list[str]:
         argv = ["-p", prompt, "--allowedTools", "Bash", "--model", "claude-sonnet-4-6"]
         argv += ["--output-format", "text"] if text_mode else ["--output-format", "stream-json"]
         if not text_mode:
@@ -363,6 +364,12 @@ model = "gpt-5.1-codex"
 model_provider = "fake"
 check_for_update_on_startup = false
 
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
 [model_providers.fake]
 name = "fake"
 wire_api = "responses"
@@ -377,7 +384,8 @@ class Codex(Agent):
     def user_settings(self, ws: Workspace) -> Path:
         codex_home = ws.home / ".codex"
         codex_home.mkdir(parents=True)
-        (codex_home / "config.toml").write_text(CODEX_CONFIG + ws.extra_settings.get("toml", ""))
+        top = ws.extra_settings.get("toml", "")  # top-level keys go before the tables
+        (codex_home / "config.toml").write_text(top + CODEX_CONFIG)
         path = codex_home / "hooks.json"
         settings = {
             "hooks": {
@@ -392,17 +400,18 @@ class Codex(Agent):
     def env(self, ws: Workspace) -> dict[str, str]:
         return {"CODEX_HOME": str(ws.home / ".codex"), "FAKE_API_KEY": "sk-e2e"}
 
-    def argv(self, prompt: str, resume: bool, text_mode: bool) -> list[str]:
+    def argv(self, prompt: str, resume: bool, text_mode: bool, trust: bool = True) -> list[str]:
         argv = ["exec"]
         if resume:
             argv += ["resume", "{session_id}"]
         argv += [
             "-c",
             'model_providers.fake.base_url="http://127.0.0.1:{port}/v1"',
-            "--dangerously-bypass-hook-trust",
             "--skip-git-repo-check",
             "--dangerously-bypass-approvals-and-sandbox",
         ]
+        if trust:  # what approving them with /hooks does interactively
+            argv.append("--dangerously-bypass-hook-trust")
         if not text_mode:
             argv.append("--json")
         return [*argv, prompt]
@@ -457,7 +466,7 @@ class Gemini(Agent):
             "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:{port}",
         }
 
-    def argv(self, prompt: str, resume: bool, text_mode: bool) -> list[str]:
+    def argv(self, prompt: str, resume: bool, text_mode: bool, trust: bool = True) -> list[str]:
         argv = ["-p", prompt, "--yolo", "-m", "gemini-2.5-pro", "--skip-trust"]
         argv += ["-o", "text"] if text_mode else ["-o", "stream-json"]
         if resume:

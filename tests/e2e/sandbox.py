@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import re
 import socket
 import struct
@@ -31,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fakeapi import serve  # noqa: E402
+from fakeapi import serve
 
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914

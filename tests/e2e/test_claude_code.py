@@ -13,30 +13,14 @@ from typing import Any
 
 import pytest
 
+from .common import SMALL, check_warn_then_block, defect, kinds
 from .harness import Outcome, Workspace
-from .views import classify
 
 pytestmark = pytest.mark.e2e
 
 AGENT = "claude-code"
-SMALL = {
-    "enabled": True,
-    "warningThreshold": 3,
-    "criticalThreshold": 5,
-    "globalCircuitBreakerThreshold": 7,
-    "unknownToolThreshold": 3,
-}
 PROMPT_TOO_LONG = {"error": "prompt is too long: 210000 tokens > 200000 maximum", "status": 400}
 MISSING_TOOL = {"tool": "NoSuchTool", "input": {"job": 42}}
-
-
-def defect(n: int, why: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"issue 10 defect {n}: {why}")
-
-
-def kinds(outcome: Outcome) -> list[str | None]:
-    """loopwarden's verdict in what the model saw after each call (None: plain result)."""
-    return [None if s is None else classify(s.everything) for s in outcome.results()]
 
 
 def final(outcome: Outcome) -> dict[str, Any]:
@@ -55,13 +39,9 @@ def fixture_ws(make_workspace: Callable[..., Workspace]) -> Workspace:
 
 def check_no_progress_loop(ws: Workspace, outcome: Outcome) -> None:
     t = ws.thresholds()
-    seen = kinds(outcome)
+    seen = check_warn_then_block(ws, outcome)
     # Call k is made in answer to request k; its result is shown in request k+1.
     assert len(outcome.main) == t.stop, f"the model was called {len(outcome.main)} times"
-    assert seen[: t.warning] == [None] * t.warning
-    assert seen[t.first_warning - 1] == "warn"
-    assert seen[t.first_warning : t.critical] == [None] * (t.critical - t.first_warning)
-    assert seen[t.critical : t.breaker] == ["block"] * (t.breaker - t.critical)
     assert seen[t.breaker] is None, "the stopped call's result must never reach the model"
     assert outcome.executions == t.critical, "blocked calls must not run"
     assert final(outcome)["terminal_reason"] == "hook_stopped"

@@ -1,0 +1,134 @@
+"""Codex CLI 0.171.0 with loopwarden's hook, against a scripted OpenAI Responses API.
+
+Codex cannot end a turn from a hook (see /work/coord/e2e-facts.md): after a stop
+every later call of the turn must be denied instead, so the tests count real
+executions rather than expecting the turn to end. ``xfail(strict=True)`` marks
+a defect of issue 10 that part B fixes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from .common import SMALL, check_warn_then_block, defect, kinds
+from .harness import Outcome, Workspace
+from .views import classify
+
+pytestmark = pytest.mark.e2e
+
+AGENT = "codex"
+MISSING_TOOL = {"tool": "no_such_tool", "input": {"job": 42}}
+COMPACT_AT = {"toml": "model_auto_compact_token_limit = 2000\n"}
+
+
+@pytest.fixture(name="ws")
+def fixture_ws(make_workspace: Callable[..., Workspace]) -> Workspace:
+    ws = make_workspace(AGENT)
+    ws.install()
+    return ws
+
+
+def turn_events(outcome: Outcome) -> list[str]:
+    return [e.get("type", "") for e in outcome.runs[-1].events()]
+
+
+def test_no_progress_loop_warns_then_blocks_at_the_configured_calls(ws: Workspace) -> None:
+    """With the default config the identical shell loop is warned once, then blocked."""
+    t = ws.thresholds()
+    outcome = ws.run([ws.poll(t.breaker)])
+    check_warn_then_block(ws, outcome)
+    assert outcome.executions == t.critical, "blocked calls must not run"
+    block = outcome.results()[t.critical]
+    assert block is not None and block.text.startswith("Command blocked by PreToolUse hook")
+    assert "turn.completed" in turn_events(outcome)
+
+
+@defect(1, "Codex rejects continue:false on PreToolUse as unsupported and runs the call")
+def test_stop_denies_the_call_and_every_later_call(ws: Workspace) -> None:
+    """From the circuit breaker on, no call of the turn runs and the model is told to stop."""
+    ws.write_config(SMALL)
+    t = ws.thresholds()
+    outcome = ws.run([ws.poll(t.stop + 4)])
+    seen = check_warn_then_block(ws, outcome)
+    assert outcome.executions == t.critical
+    assert seen[t.breaker] == "stop"
+    assert all(kind in ("stop", None) for kind in seen[t.stop :]), seen
+
+
+@defect(9, "a stop exits 0 and nothing tells the user that loopwarden stopped the turn")
+def test_stop_is_shown_to_the_user(ws: Workspace) -> None:
+    """``codex exec`` (text mode) tells the user that loopwarden stopped the turn."""
+    ws.write_config(SMALL)
+    outcome = ws.run([ws.poll(ws.thresholds().stop + 2)], text_mode=True)
+    run = outcome.runs[-1]
+    assert classify(run.stdout + run.stderr) == "stop", (run.stdout[-800:], run.stderr[-800:])
+
+
+@defect(1, "after compaction the abort text reaches the model but the turn goes on unguarded")
+def test_auto_compaction_then_the_same_loop_is_aborted(
+    make_workspace: Callable[..., Workspace],
+) -> None:
+    """After an automatic compaction the repeated call is aborted within the window and
+    no later call of the turn runs."""
+    ws = make_workspace(AGENT, **COMPACT_AT)
+    ws.install()
+    t = ws.thresholds()
+    # The third answer reports more tokens than the limit: Codex compacts after it.
+    outcome = ws.run([ws.poll(2), ws.poll(1, usage=5000), ws.poll(t.window + 4)])
+    assert any(r["kind"] == "summary" for r in outcome.requests), "no compaction happened"
+    assert outcome.executions == 3 + t.window
+    seen = kinds(outcome)
+    assert "stop" in seen
+    assert all(kind in ("stop", None) for kind in seen[seen.index("stop") :]), seen
+
+
+@defect(8, "no hook fires for an unknown tool, so a loop of misses is never seen")
+def test_loop_on_a_missing_tool_is_blocked(ws: Workspace) -> None:
+    """Repeated calls of a tool that does not exist are reported to the model as a loop."""
+    ws.write_config(SMALL)
+    t = ws.thresholds()
+    outcome = ws.run([{**MISSING_TOOL, "repeat": max(t.breaker, t.unknown) + 3}])
+    assert "block" in kinds(outcome)[: t.unknown + 1] or "stop" in kinds(outcome)
+
+
+def test_progressing_loop_is_never_blocked(ws: Workspace) -> None:
+    """A repeated call whose output changes every time is never blocked or stopped."""
+    t = ws.thresholds()
+    calls = t.stop + 5
+    outcome = ws.run([ws.progress(calls)])
+    assert outcome.executions == calls
+    assert not {"block", "stop"} & set(kinds(outcome))
+
+
+def test_the_users_own_hook_is_kept_and_still_runs(ws: Workspace) -> None:
+    """install adds loopwarden next to the user's PreToolUse hook, which keeps firing."""
+    before = json.loads(ws.original)
+    after = json.loads(ws.settings.read_text())
+    assert after["hooks"]["PreToolUse"][0] == before["hooks"]["PreToolUse"][0]
+    outcome = ws.run([ws.poll(3)])
+    assert outcome.executions == 3
+    assert outcome.user_hook_runs == 3
+
+
+@defect(10, "uninstall re-indents the file and adds a trailing newline")
+def test_uninstall_gives_back_the_file_byte_for_byte(ws: Workspace) -> None:
+    """install, a session, then uninstall leave the user's hooks.json as it was."""
+    ws.run([ws.poll(2)])
+    ws.loopwarden("install", AGENT, "--uninstall")
+    assert ws.settings.read_bytes() == ws.original
+
+
+@defect(11, "untrusted Codex hooks never run, yet doctor says everything works")
+def test_doctor_reports_hooks_codex_does_not_trust(ws: Workspace) -> None:
+    """Without trust Codex skips every hook; ``loopwarden doctor`` must say so."""
+    ws.write_config(SMALL)
+    t = ws.thresholds()
+    untrusted = ws.run([ws.poll(t.critical + 2)], trust_hooks=False)
+    assert untrusted.executions == t.critical + 2, "hooks ran although not trusted"
+    assert untrusted.user_hook_runs == 0
+    doctor = ws.loopwarden("doctor", "--agent", AGENT)
+    assert doctor.returncode != 0
+    assert "trust" in doctor.stdout.lower()
