@@ -251,7 +251,10 @@ class Workspace:
         env = self.env()
         runs = [
             {
-                "argv": [str(cli_path(self.agent)), *agent.argv(prompt, i > 0, text_mode, trust_hooks)],
+                "argv": [
+                    str(cli_path(self.agent)),
+                    *agent.argv(prompt, i > 0, text_mode, trust_hooks),
+                ],
                 "env": env,
                 "cwd": str(self.work),
                 "timeout": timeout,
@@ -452,8 +455,8 @@ class Gemini(Agent):
                 ]
             },
         }
-        for key, value in ws.extra_settings.items():
-            if isinstance(value, dict) and isinstance(settings.get(key), dict):
+        for key, value in ws.extra_settings.items():  # merged one level deep; {} replaces
+            if value and isinstance(value, dict) and isinstance(settings.get(key), dict):
                 settings[key] = {**settings[key], **value}
             else:
                 settings[key] = value

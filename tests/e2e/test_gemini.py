@@ -1,0 +1,164 @@
+"""Gemini CLI 0.61.0 with loopwarden's hook, against a scripted Gemini API.
+
+The workspace switches Gemini's own loop detection off (it ends a run at the 5th
+identical call, long before loopwarden's thresholds), except in the test that
+checks how the two interact. ``read_file`` loops give identical results;
+``run_shell_command`` results carry a PGID that changes every call (defect 2).
+``xfail(strict=True)`` marks a defect of issue 10 that part B fixes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .common import SMALL, check_warn_then_block, defect, kinds
+from .harness import Outcome, Workspace
+from .views import classify
+
+pytestmark = pytest.mark.e2e
+
+AGENT = "gemini"
+MISSING_TOOL = {"tool": "no_such_tool", "input": {"job": 42}}
+# Compress once the last prompt reported 0.1% of the context window (about 1000 tokens).
+COMPRESS_EARLY = {"model": {"compressionThreshold": 0.001}}
+
+
+@pytest.fixture(name="ws")
+def fixture_ws(make_workspace: Callable[..., Workspace]) -> Workspace:
+    ws = make_workspace(AGENT)
+    ws.install()
+    return ws
+
+
+def read(ws: Workspace, repeat: int = 1, **extra: Any) -> dict[str, Any]:
+    """A read_file call of the same unchanging file (identical result every time)."""
+    path = ws.work / "job-42.txt"
+    if not path.exists():
+        path.write_text("job 42: pending\n")
+    return {"tool": "read_file", "input": {"file_path": str(path)}, "repeat": repeat, **extra}
+
+
+def stopped_by_hook(outcome: Outcome) -> list[str]:
+    """The messages of Gemini's ``stop_execution`` errors in the stream-json output."""
+    return [
+        e["error"]["message"]
+        for e in outcome.runs[-1].events()
+        if isinstance(e.get("error"), dict) and e["error"].get("type") == "stop_execution"
+    ]
+
+
+def test_no_progress_loop_warns_blocks_and_stops_at_the_configured_calls(ws: Workspace) -> None:
+    """With the default config an identical read_file loop is warned, blocked, then stopped."""
+    t = ws.thresholds()
+    outcome = ws.run([read(ws, t.stop + 5)])
+    check_warn_then_block(ws, outcome)
+    assert len(outcome.main) == t.stop
+    assert [classify(m) for m in stopped_by_hook(outcome)] == ["stop"]
+
+
+@defect(2, "each run_shell_command result carries a new 'Process Group PGID'")
+def test_shell_loop_is_blocked_and_stopped(ws: Workspace) -> None:
+    """An identical shell command printing the same text is blocked, then stopped."""
+    ws.write_config(SMALL)
+    t = ws.thresholds()
+    outcome = ws.run([ws.poll(t.stop + 3)])
+    check_warn_then_block(ws, outcome)
+    assert outcome.executions == t.critical
+    assert len(outcome.main) == t.stop
+
+
+def test_a_fresh_session_is_not_aborted_as_if_after_compaction(ws: Workspace) -> None:
+    """PreCompress fires before every request; without a compression no abort follows."""
+    t = ws.thresholds()
+    outcome = ws.run([read(ws, t.window + 3)])
+    assert "stop" not in kinds(outcome)
+    assert stopped_by_hook(outcome) == []
+    assert len(outcome.main) == t.window + 4
+
+
+@defect(3, "PreCompress fires before every request, so each one re-arms the guard")
+def test_real_compression_then_the_same_loop_is_aborted(
+    make_workspace: Callable[..., Workspace],
+) -> None:
+    """After Gemini really compresses the chat, repeating the same call ends the run."""
+    ws = make_workspace(AGENT, **COMPRESS_EARLY)
+    ws.install()
+    t = ws.thresholds()
+    # Gemini can only compress up to a user message: a second prompt, whose first
+    # answer reports enough tokens to compress before the next request.
+    steps = [
+        read(ws, 2),
+        {"text": "Still pending."},
+        read(ws, 1, usage=5000),
+        read(ws, t.window + 4),
+    ]
+    outcome = ws.run(steps, ["Poll job 42.", "Poll job 42 again."])
+    assert sum(r["kind"] == "summary" for r in outcome.requests) >= 1, "no compression happened"
+    assert len(outcome.main) == 4 + t.window
+    assert [classify(m) for m in stopped_by_hook(outcome)] == ["stop"]
+
+
+def test_stop_is_shown_to_the_user_in_text_mode(ws: Workspace) -> None:
+    """In text mode Gemini prints the hook's stop reason on stderr (exit code 0)."""
+    ws.write_config(SMALL)
+    outcome = ws.run([read(ws, ws.thresholds().stop + 3)], text_mode=True)
+    run = outcome.runs[-1]
+    assert run.code == 0
+    assert classify(run.stderr) == "stop"
+
+
+def test_geminis_own_loop_detection_ends_the_run_first(
+    make_workspace: Callable[..., Workspace],
+) -> None:
+    """With its loop detection on, Gemini ends an identical loop before loopwarden speaks."""
+    ws = make_workspace(AGENT, model={"disableLoopDetection": False})
+    ws.install()
+    t = ws.thresholds()
+    outcome = ws.run([read(ws, t.stop + 5)])
+    assert len(outcome.main) < t.first_warning
+    assert not set(kinds(outcome)) - {None}
+
+
+@defect(8, "no hook fires for an unknown tool, so a loop of misses is never seen")
+def test_loop_on_a_missing_tool_is_blocked(ws: Workspace) -> None:
+    """Repeated calls of a tool that does not exist are reported to the model as a loop."""
+    ws.write_config(SMALL)
+    t = ws.thresholds()
+    outcome = ws.run([{**MISSING_TOOL, "repeat": max(t.breaker, t.unknown) + 3}])
+    assert "block" in kinds(outcome)[: t.unknown + 1] or stopped_by_hook(outcome)
+
+
+def test_progressing_loop_is_never_blocked(ws: Workspace) -> None:
+    """A repeated shell call whose output changes every time is never blocked or stopped."""
+    ws.write_config(SMALL)
+    calls = ws.thresholds().stop + 3
+    outcome = ws.run([ws.progress(calls)])
+    assert outcome.executions == calls
+    assert not {"block", "stop"} & set(kinds(outcome))
+
+
+def test_the_users_own_hook_is_kept_and_still_runs(ws: Workspace) -> None:
+    """install adds loopwarden next to the user's BeforeTool hook, which keeps firing."""
+    before = json.loads(ws.original)
+    after = json.loads(ws.settings.read_text())
+    assert after["hooks"]["BeforeTool"][0] == before["hooks"]["BeforeTool"][0]
+    assert after["model"] == before["model"]
+    outcome = ws.run([ws.poll(3)])
+    assert outcome.executions == 3
+    assert outcome.user_hook_runs == 3
+
+
+@defect(10, 'uninstall re-indents the file and drops the user\'s empty "hooks": {}')
+def test_uninstall_gives_back_the_file_byte_for_byte(
+    make_workspace: Callable[..., Workspace],
+) -> None:
+    """A settings file with an empty hooks table survives install + uninstall unchanged."""
+    ws = make_workspace(AGENT, hooks={})
+    ws.install()
+    ws.run([read(ws, 2)])
+    ws.loopwarden("install", AGENT, "--uninstall")
+    assert ws.settings.read_bytes() == ws.original
