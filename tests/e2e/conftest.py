@@ -18,6 +18,8 @@ import pytest
 
 from .harness import LOOPWARDEN, REQUIRED, Workspace, cli_path, netns_prefix
 
+pytest.register_assert_rewrite("tests.e2e.common")  # must precede the test modules' imports
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(

@@ -1,0 +1,240 @@
+"""Per-tool-call cost of loopwarden's hook, measured from each real coding-agent CLI.
+
+Part 1 runs the same scripted session (``--calls`` shell calls whose output
+changes every time, so loopwarden allows them all) in each CLI installed by
+``scripts/e2e-cli-setup``, inside the e2e sandbox (network namespace, fake model
+API on loopback), in three set-ups, interleaved round by round:
+
+* ``bare``: no hook at all;
+* ``loopwarden``: ``loopwarden install AGENT`` (helper already running);
+* ``count``: the same hooks, each command prefixed by an append to a file, to
+  count hook invocations per tool call.
+
+The time of one tool call is read at the fake API: the gap between the model
+request that made the call and the next one (tool run + hooks + CLI overhead).
+The cost of the hooks is the difference of the medians (bare vs loopwarden).
+
+Part 2 splits one hook call (a Claude Code event through ``loopwarden hook``):
+interpreter start (``python -c pass``), the imports done before the helper is
+reached (``from loopwarden.cli import main`` + ``loopwarden.cli.hook``), the
+whole call with the helper running (PreToolUse, PostToolUse), the socket round
+trip to the helper measured inside one process, and ``--no-daemon``.
+
+Run: ``python benchmarks/bench_cli_hooks.py [--calls 30] [--rounds 3] [--agents ...]``
+(a benchmark, not a test; wall-clock figures, so run it on a quiet machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.harness import (  # noqa: E402
+    AGENTS,
+    LOOPWARDEN,
+    Workspace,
+    cli_path,
+    netns_prefix,
+)
+
+PYTHON = sys.executable
+BARE_SETTINGS = {
+    "claude-code": "{}",
+    "codex": "{}",
+    "gemini": json.dumps(
+        {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "model": {"disableLoopDetection": True},
+        }
+    ),
+}
+
+
+def gaps(ws: Workspace, calls: int) -> list[float]:
+    """Seconds between consecutive model requests of one scripted session (one per call)."""
+    outcome = ws.run([ws.progress(calls)])
+    times = [r["t"] for r in outcome.main]
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def replace_hooks(ws: Workspace, command: str) -> None:
+    """Rewrite every loopwarden hook command; ``{}`` in ``command`` is the original."""
+    data = json.loads(ws.settings.read_text())
+    for groups in data.get("hooks", {}).values():
+        for group in groups:
+            for handler in group.get("hooks", []):
+                if "loopwarden" in handler.get("command", ""):
+                    handler["command"] = command.replace("{}", handler["command"])
+    ws.settings.write_text(json.dumps(data))
+
+
+MODES = {
+    "bare": None,  # no hooks
+    "no-op hook": "cat >/dev/null",  # the CLI's own cost of running a command hook
+    "python -c pass": f"{PYTHON} -c pass",  # the floor of any Python hook
+    "loopwarden": "{}",
+}
+
+
+def workspace(agent: str, root: Path, runtime: Path, netns: list[str], mode: str) -> Workspace:
+    ws = Workspace(agent, root / f"{agent}-{time.monotonic_ns()}", runtime, netns)
+    ws.settings.write_text(BARE_SETTINGS[agent])  # no user hook: only the hooks measured
+    command = MODES.get(mode, "{}")
+    if command is not None:
+        ws.install()
+        replace_hooks(ws, command)
+    return ws
+
+
+def part1(agents: list[str], calls: int, rounds: int, root: Path, runtime: Path) -> None:
+    netns = netns_prefix()
+    if netns is None:
+        print("part 1 skipped: no network namespaces here")
+        return
+    print(f"Part 1: one tool call as seen by the CLI ({calls} calls x {rounds} rounds, medians)")
+    print(f"{'agent':12}" + "".join(f"{m:>16}" for m in MODES) + f"{'hooks/call':>12}")
+    for agent in agents:
+        if not cli_path(agent).exists():
+            print(f"{agent:12} not installed (scripts/e2e-cli-setup)")
+            continue
+        workspace(agent, root, runtime, netns, "loopwarden").run([AGENTS[agent].shell("true")])
+        samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+        invocations: list[float] = []
+        for _ in range(rounds):
+            for mode in MODES:
+                samples[mode] += gaps(workspace(agent, root, runtime, netns, mode), calls)
+            ws = workspace(agent, root, runtime, netns, "loopwarden")
+            counter = ws.root / "hook-calls"
+            replace_hooks(ws, f"echo . >> {counter}; {{}}")
+            ws.run([ws.progress(calls)])
+            invocations.append(len(counter.read_text().splitlines()) / calls)
+        bare = statistics.median(samples["bare"])
+        cells = [f"{bare * 1000:13.0f} ms"]
+        for mode in list(MODES)[1:]:
+            cells.append(f"{(statistics.median(samples[mode]) - bare) * 1000:+13.0f} ms")
+        print(f"{agent:12}" + "".join(f"{c:>16}" for c in cells), end="")
+        print(f"{statistics.median(invocations):12.2f}")
+    print("(bare: one call without hooks; the other columns: added per call)")
+
+
+def run_timed(argv: list[str], env: dict[str, str], stdin: bytes) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, input=stdin, env=env, capture_output=True, check=False)
+    return time.perf_counter() - start
+
+
+def event(kind: str, n: int) -> bytes:
+    base: dict[str, Any] = {
+        "session_id": "bench",
+        "transcript_path": "",
+        "cwd": "/work/project",
+        "prompt_id": "bench-prompt",
+        "permission_mode": "default",
+        "hook_event_name": kind,
+        "tool_name": "Bash",
+        "tool_input": {"command": f"ls src/{n}", "description": "list"},
+        "tool_use_id": f"toolu_{n:06d}",
+    }
+    if kind == "PostToolUse":
+        base["tool_response"] = {"stdout": f"file{n}", "stderr": "", "interrupted": False}
+    return json.dumps(base).encode()
+
+
+ROUND_TRIP = """
+import sys, time, json
+from loopwarden.cli import hook
+payloads = [p.encode() for p in json.loads(sys.stdin.read())]
+start = time.perf_counter()
+for p in payloads:
+    assert hook._forward(["claude-code"], p) is not None, "no helper"
+print((time.perf_counter() - start) / len(payloads))
+"""
+
+
+def part2(samples: int, root: Path, runtime: Path) -> None:
+    home = root / "home2"
+    home.mkdir()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("LOOPWARDEN_")},
+        "HOME": str(home),
+        "LOOPWARDEN_RUNTIME_DIR": str(runtime),
+    }
+    hook = [str(LOOPWARDEN), "hook", "claude-code"]
+    run_timed(hook, env, event("PreToolUse", 0))  # starts the helper
+    for _ in range(100):
+        if run_timed(hook, env, event("PreToolUse", 0)) < 5:
+            break
+    cases: dict[str, list[float]] = {}
+
+    def add(name: str, seconds: float) -> None:
+        cases.setdefault(name, []).append(seconds)
+
+    for n in range(1, samples + 1):
+        add("python -c pass", run_timed([PYTHON, "-c", "pass"], env, b""))
+        add(
+            "imports before the helper",
+            run_timed([PYTHON, "-c", "from loopwarden.cli import main, hook"], env, b""),
+        )
+        add("hook PreToolUse (helper)", run_timed(hook, env, event("PreToolUse", n)))
+        add("hook PostToolUse (helper)", run_timed(hook, env, event("PostToolUse", n)))
+        if n % 5 == 0:
+            add(
+                "hook PreToolUse --no-daemon",
+                run_timed([*hook, "--no-daemon"], env, event("PreToolUse", n)),
+            )
+    payloads = json.dumps([event("PostToolUse", 10_000 + i).decode() for i in range(samples)])
+    done = subprocess.run(
+        [PYTHON, "-c", ROUND_TRIP], input=payloads.encode(), env=env, capture_output=True
+    )
+    print(f"\nPart 2: one hook call, Claude Code event ({samples} samples, medians)")
+    base = statistics.median(cases["python -c pass"])
+    for name, values in cases.items():
+        median = statistics.median(values)
+        print(f"  {name:30} {median * 1000:7.1f} ms  {median / base:5.2f}x")
+    if done.returncode == 0:
+        trip = float(done.stdout) * 1000
+        print(f"  {'socket round trip + helper':30} {trip:7.1f} ms  (in one process)")
+    else:
+        print(f"  round trip not measured: {done.stderr.strip().splitlines()[-1:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=40)
+    parser.add_argument("--agents", default=",".join(AGENTS))
+    parser.add_argument("--part", choices=["1", "2", "both"], default="both")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="lw-bench-"))
+    runtime = root / "run"
+    runtime.mkdir(mode=0o700)
+    try:
+        if args.part in ("1", "both"):
+            part1(args.agents.split(","), args.calls, args.rounds, root, runtime)
+        if args.part in ("2", "both"):
+            part2(args.samples, root, runtime)
+    finally:
+        env = {**os.environ, "LOOPWARDEN_RUNTIME_DIR": str(runtime)}
+        subprocess.run([str(LOOPWARDEN), "hook", "--stop-daemon"], env=env, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
