@@ -102,6 +102,18 @@ def test_real_compression_then_the_same_loop_is_aborted(
     assert [classify(m) for m in stopped_by_hook(outcome)] == ["stop"]
 
 
+@defect(3, "PreCompress fires before every request, so each one re-arms the guard")
+def test_manual_compress_then_the_same_loop_is_aborted(ws: Workspace) -> None:
+    """``gemini -p /compress`` compresses (and, in 0.61, goes on with the model); the
+    identical calls after it end the run within the window."""
+    t = ws.thresholds()
+    steps = [read(ws, 2), {"text": "Still pending."}, read(ws, t.window + 4)]
+    outcome = ws.run(steps, ["Poll job 42.", "/compress"])
+    assert sum(r["kind"] == "summary" for r in outcome.requests) >= 1, "no compression happened"
+    assert len(outcome.main) == 3 + t.window
+    assert [classify(m) for m in stopped_by_hook(outcome)] == ["stop"]
+
+
 def test_stop_is_shown_to_the_user_in_text_mode(ws: Workspace) -> None:
     """In text mode Gemini prints the hook's stop reason on stderr (exit code 0)."""
     ws.write_config(SMALL)
