@@ -6,9 +6,12 @@ changes every time, so loopwarden allows them all) in each CLI installed by
 API on loopback), in three set-ups, interleaved round by round:
 
 * ``bare``: no hook at all;
-* ``loopwarden``: ``loopwarden install AGENT`` (helper already running);
-* ``count``: the same hooks, each command prefixed by an append to a file, to
-  count hook invocations per tool call.
+* ``no-op hook``: loopwarden's hook entries with the command replaced by
+  ``cat >/dev/null`` (what the CLI itself spends per command hook);
+* ``python -c pass``: the same with a bare Python start (the floor of any Python hook);
+* ``loopwarden``: ``loopwarden install AGENT`` as is (helper already running);
+* a counting pass: each command prefixed by an append to a file, to count hook
+  invocations per tool call.
 
 The time of one tool call is read at the fake API: the gap between the model
 request that made the call and the next one (tool run + hooks + CLI overhead).
