@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from .harness import Outcome, Workspace
@@ -39,3 +42,31 @@ def check_warn_then_block(ws: Workspace, outcome: Outcome) -> list[str | None]:
     assert seen[t.first_warning : t.critical] == [None] * (t.critical - t.first_warning)
     assert seen[t.critical : t.breaker] == ["block"] * (t.breaker - t.critical)
     return seen
+
+
+def check_progressing_loop(ws: Workspace, calls: int) -> Outcome:
+    """A repeated shell call whose output changes every time: all run, none blocked."""
+    outcome = ws.run([ws.progress(calls)])
+    assert outcome.executions == calls
+    assert not {"block", "stop"} & set(kinds(outcome))
+    return outcome
+
+
+def check_users_hook_kept(ws: Workspace, event: str) -> None:
+    """The user's own hook group is still first under ``event`` and still fires."""
+    before = json.loads(ws.original)
+    after = json.loads(ws.settings.read_text())
+    assert after["hooks"][event][0] == before["hooks"][event][0]
+    assert {k: v for k, v in after.items() if k != "hooks"} == {
+        k: v for k, v in before.items() if k != "hooks"
+    }
+    outcome = ws.run([ws.poll(3)])
+    assert outcome.executions == 3
+    assert outcome.user_hook_runs == 3
+
+
+def check_uninstall_restores(ws: Workspace, step: dict[str, Any]) -> None:
+    """install (done), a session, then uninstall: the settings file is byte-for-byte back."""
+    ws.run([step])
+    ws.loopwarden("install", ws.agent, "--uninstall")
+    assert ws.settings.read_bytes() == ws.original

@@ -71,3 +71,13 @@ def fixture_make_workspace(
         return Workspace(agent, tmp_path / f"ws{count}", runtime_dir, netns, extra_settings)
 
     return make
+
+
+@pytest.fixture(name="ws")
+def fixture_ws(
+    request: pytest.FixtureRequest, make_workspace: Callable[..., Workspace]
+) -> Workspace:
+    """A workspace for the test module's ``AGENT``, with loopwarden installed."""
+    ws = make_workspace(request.module.AGENT)
+    ws.install()
+    return ws

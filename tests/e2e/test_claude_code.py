@@ -6,14 +6,20 @@ issue 10; they pass (and must lose the marker) once part B fixes it.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from .common import SMALL, check_warn_then_block, defect, kinds
+from .common import (
+    SMALL,
+    check_progressing_loop,
+    check_uninstall_restores,
+    check_users_hook_kept,
+    check_warn_then_block,
+    defect,
+    kinds,
+)
 from .harness import Outcome, Workspace
 
 pytestmark = pytest.mark.e2e
@@ -28,13 +34,6 @@ def final(outcome: Outcome) -> dict[str, Any]:
     events = [e for e in outcome.runs[-1].events() if e.get("type") == "result"]
     assert events, outcome.runs[-1].stdout[-2000:]
     return events[-1]
-
-
-@pytest.fixture(name="ws")
-def fixture_ws(make_workspace: Callable[..., Workspace]) -> Workspace:
-    ws = make_workspace(AGENT)
-    ws.install()
-    return ws
 
 
 def check_no_progress_loop(ws: Workspace, outcome: Outcome) -> None:
@@ -155,28 +154,16 @@ def test_missing_tool_notes_describe_what_happened(ws: Workspace) -> None:
 
 def test_progressing_loop_is_never_blocked(ws: Workspace) -> None:
     """A repeated call whose output changes every time is never blocked or stopped."""
-    t = ws.thresholds()
-    calls = t.stop + 5
-    outcome = ws.run([ws.progress(calls)])
-    assert outcome.executions == calls
-    assert not {"block", "stop"} & set(kinds(outcome))
+    outcome = check_progressing_loop(ws, ws.thresholds().stop + 5)
     assert final(outcome)["terminal_reason"] == "completed"
 
 
 def test_the_users_own_hook_is_kept_and_still_runs(ws: Workspace) -> None:
     """install adds loopwarden next to the user's PreToolUse hook, which keeps firing."""
-    before = json.loads(ws.original)
-    after = json.loads(ws.settings.read_text())
-    assert after["hooks"]["PreToolUse"][0] == before["hooks"]["PreToolUse"][0]
-    assert after["cleanupPeriodDays"] == before["cleanupPeriodDays"]
-    outcome = ws.run([ws.poll(3)])
-    assert outcome.executions == 3
-    assert outcome.user_hook_runs == 3
+    check_users_hook_kept(ws, "PreToolUse")
 
 
 @defect(10, "uninstall re-indents the file and adds a trailing newline")
 def test_uninstall_gives_back_the_file_byte_for_byte(ws: Workspace) -> None:
     """install, a session, then uninstall leave the user's settings file as it was."""
-    ws.run([ws.poll(2)])
-    ws.loopwarden("install", AGENT, "--uninstall")
-    assert ws.settings.read_bytes() == ws.original
+    check_uninstall_restores(ws, ws.poll(2))

@@ -8,12 +8,19 @@ a defect of issue 10 that part B fixes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import pytest
 
-from .common import SMALL, check_warn_then_block, defect, kinds
+from .common import (
+    SMALL,
+    check_progressing_loop,
+    check_uninstall_restores,
+    check_users_hook_kept,
+    check_warn_then_block,
+    defect,
+    kinds,
+)
 from .harness import Outcome, Workspace
 from .views import classify
 
@@ -22,13 +29,6 @@ pytestmark = pytest.mark.e2e
 AGENT = "codex"
 MISSING_TOOL = {"tool": "no_such_tool", "input": {"job": 42}}
 COMPACT_AT = {"toml": "model_auto_compact_token_limit = 2000\n"}
-
-
-@pytest.fixture(name="ws")
-def fixture_ws(make_workspace: Callable[..., Workspace]) -> Workspace:
-    ws = make_workspace(AGENT)
-    ws.install()
-    return ws
 
 
 def turn_events(outcome: Outcome) -> list[str]:
@@ -96,29 +96,18 @@ def test_loop_on_a_missing_tool_is_blocked(ws: Workspace) -> None:
 
 def test_progressing_loop_is_never_blocked(ws: Workspace) -> None:
     """A repeated call whose output changes every time is never blocked or stopped."""
-    t = ws.thresholds()
-    calls = t.stop + 5
-    outcome = ws.run([ws.progress(calls)])
-    assert outcome.executions == calls
-    assert not {"block", "stop"} & set(kinds(outcome))
+    check_progressing_loop(ws, ws.thresholds().stop + 5)
 
 
 def test_the_users_own_hook_is_kept_and_still_runs(ws: Workspace) -> None:
     """install adds loopwarden next to the user's PreToolUse hook, which keeps firing."""
-    before = json.loads(ws.original)
-    after = json.loads(ws.settings.read_text())
-    assert after["hooks"]["PreToolUse"][0] == before["hooks"]["PreToolUse"][0]
-    outcome = ws.run([ws.poll(3)])
-    assert outcome.executions == 3
-    assert outcome.user_hook_runs == 3
+    check_users_hook_kept(ws, "PreToolUse")
 
 
 @defect(10, "uninstall re-indents the file and adds a trailing newline")
 def test_uninstall_gives_back_the_file_byte_for_byte(ws: Workspace) -> None:
     """install, a session, then uninstall leave the user's hooks.json as it was."""
-    ws.run([ws.poll(2)])
-    ws.loopwarden("install", AGENT, "--uninstall")
-    assert ws.settings.read_bytes() == ws.original
+    check_uninstall_restores(ws, ws.poll(2))
 
 
 @defect(11, "untrusted Codex hooks never run, yet doctor says everything works")

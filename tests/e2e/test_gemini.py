@@ -9,13 +9,20 @@ checks how the two interact. ``read_file`` loops give identical results;
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from .common import SMALL, check_warn_then_block, defect, kinds
+from .common import (
+    SMALL,
+    check_progressing_loop,
+    check_uninstall_restores,
+    check_users_hook_kept,
+    check_warn_then_block,
+    defect,
+    kinds,
+)
 from .harness import Outcome, Workspace
 from .views import classify
 
@@ -25,13 +32,6 @@ AGENT = "gemini"
 MISSING_TOOL = {"tool": "no_such_tool", "input": {"job": 42}}
 # Compress once the last prompt reported 0.1% of the context window (about 1000 tokens).
 COMPRESS_EARLY = {"model": {"compressionThreshold": 0.001}}
-
-
-@pytest.fixture(name="ws")
-def fixture_ws(make_workspace: Callable[..., Workspace]) -> Workspace:
-    ws = make_workspace(AGENT)
-    ws.install()
-    return ws
 
 
 def read(ws: Workspace, repeat: int = 1, **extra: Any) -> dict[str, Any]:
@@ -147,21 +147,12 @@ def test_loop_on_a_missing_tool_is_blocked(ws: Workspace) -> None:
 def test_progressing_loop_is_never_blocked(ws: Workspace) -> None:
     """A repeated shell call whose output changes every time is never blocked or stopped."""
     ws.write_config(SMALL)
-    calls = ws.thresholds().stop + 3
-    outcome = ws.run([ws.progress(calls)])
-    assert outcome.executions == calls
-    assert not {"block", "stop"} & set(kinds(outcome))
+    check_progressing_loop(ws, ws.thresholds().stop + 3)
 
 
 def test_the_users_own_hook_is_kept_and_still_runs(ws: Workspace) -> None:
     """install adds loopwarden next to the user's BeforeTool hook, which keeps firing."""
-    before = json.loads(ws.original)
-    after = json.loads(ws.settings.read_text())
-    assert after["hooks"]["BeforeTool"][0] == before["hooks"]["BeforeTool"][0]
-    assert after["model"] == before["model"]
-    outcome = ws.run([ws.poll(3)])
-    assert outcome.executions == 3
-    assert outcome.user_hook_runs == 3
+    check_users_hook_kept(ws, "BeforeTool")
 
 
 @defect(10, 'uninstall re-indents the file and drops the user\'s empty "hooks": {}')
@@ -171,6 +162,4 @@ def test_uninstall_gives_back_the_file_byte_for_byte(
     """A settings file with an empty hooks table survives install + uninstall unchanged."""
     ws = make_workspace(AGENT, hooks={})
     ws.install()
-    ws.run([read(ws, 2)])
-    ws.loopwarden("install", AGENT, "--uninstall")
-    assert ws.settings.read_bytes() == ws.original
+    check_uninstall_restores(ws, read(ws, 2))
