@@ -23,7 +23,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .compaction import CompactionVerdict, PostCompactionGuard
     from .config import (
         Config,
         DetectorsConfig,
@@ -34,7 +33,10 @@ if TYPE_CHECKING:
         normalize_agent_id,
         resolve_config,
     )
-    from .detection import Detection
+    from .engine.compaction import CompactionVerdict, PostCompactionGuard
+    from .engine.detect import Detection
+    from .engine.history import ToolCallHistory
+    from .engine.runtime import Decision, block_result
     from .errors import (
         CircuitBreakerTripped,
         CompactionLoopPersisted,
@@ -43,24 +45,24 @@ if TYPE_CHECKING:
         LoopwardenError,
         StoreError,
     )
-    from .events import JsonlRunRecord, LoopEvent
-    from .guard import Decision, LoopGuard, RunGuard, block_result
+    from .events import LoopEvent
+    from .guard import LoopGuard, RunGuard
     from .hashing import args_hash, hash_outcome
-    from .history import ToolCallHistory
     from .profiles import OutcomeProfile
+    from .runrecord import JsonlRunRecord
     from .stores import MemoryStore, Store, store_from_url
 
 # public name -> module that defines it
 _EXPORTS = {
     "CircuitBreakerTripped": "errors",
     "CompactionLoopPersisted": "errors",
-    "CompactionVerdict": "compaction",
+    "CompactionVerdict": "engine.compaction",
     "Config": "config",
     "ConfigError": "errors",
-    "Decision": "guard",
-    "Detection": "detection",
+    "Decision": "engine.runtime",
+    "Detection": "engine.detect",
     "DetectorsConfig": "config",
-    "JsonlRunRecord": "events",
+    "JsonlRunRecord": "runrecord",
     "LoopAbort": "errors",
     "LoopDetectionConfig": "config",
     "LoopEvent": "events",
@@ -68,15 +70,15 @@ _EXPORTS = {
     "LoopwardenError": "errors",
     "MemoryStore": "stores",
     "OutcomeProfile": "profiles",
-    "PostCompactionGuard": "compaction",
+    "PostCompactionGuard": "engine.compaction",
     "PostCompactionGuardConfig": "config",
     "RunGuard": "guard",
     "Settings": "config",
     "Store": "stores",
     "StoreError": "errors",
-    "ToolCallHistory": "history",
+    "ToolCallHistory": "engine.history",
     "args_hash": "hashing",
-    "block_result": "guard",
+    "block_result": "engine.runtime",
     "hash_outcome": "hashing",
     "load_config": "config",
     "normalize_agent_id": "config",

@@ -1,29 +1,21 @@
-"""Structured events (SPEC section 7) and the JSONL run record.
+"""Structured events (SPEC section 7): :class:`LoopEvent`, event sinks, :func:`emit`.
 
 Every warning, block, stop and abort becomes a :class:`LoopEvent`. Events go to
-the ``loopwarden`` logger, to user callbacks, and optionally to a JSONL run
-record that also holds the calls, outcomes and compactions of each run (the
-format ``loopwarden replay`` reads). Raw params and results are never written
-unless the user opts in with ``log_params``.
+the ``loopwarden`` logger and to every sink: user callbacks, and the JSONL run
+record (:mod:`loopwarden.runrecord`) when one is configured.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import logging
-import os
-import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-import orjson
-
-from ._canonical import to_plain
-
-__all__ = ["EventSink", "JsonlRunRecord", "LoopEvent"]
-
 from ._logging import logger
+
+__all__ = ["EventSink", "LoopEvent", "emit"]
 
 Action = Literal["warn", "block", "stop", "abort"]
 
@@ -93,54 +85,17 @@ def emit(events: Iterable[LoopEvent], sinks: Iterable[EventSink]) -> None:
                 logger.exception("loopwarden event callback %r failed", sink)
 
 
-class JsonlRunRecord:
-    """Appends run records (calls, outcomes, compactions, events) to a JSONL file.
+def __getattr__(name: str) -> Any:
+    if name == "JsonlRunRecord":  # moved to runrecord; kept for one release
+        import warnings
 
-    Each line is one JSON object with a ``type`` of ``run_start``, ``call``,
-    ``outcome``, ``compaction`` or ``event`` and the run and call ids. Lines are
-    written with one ``write`` in append mode, so several processes can share a
-    file. Raw params and results are only included with ``log_params=True``.
-    """
+        from .runrecord import JsonlRunRecord
 
-    def __init__(self, path: str | os.PathLike[str], *, log_params: bool = False) -> None:
-        self.path = os.fspath(path)
-        self.log_params = log_params
-        self._lock = threading.Lock()
-        self._fd: int | None = None
-
-    def _open(self) -> int:
-        if self._fd is None:
-            directory = os.path.dirname(self.path)
-            if directory:
-                os.makedirs(directory, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        return self._fd
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Append one record. I/O errors are logged and swallowed (the agent goes on)."""
-        try:
-            line = orjson.dumps(record, default=_fallback) + b"\n"
-            with self._lock:
-                os.write(self._open(), line)
-        except Exception:
-            logger.exception("loopwarden could not write the run record %s", self.path)
-
-    def raw(self, value: Any) -> Any:
-        """``value`` as JSON data if params logging is on, else ``None``."""
-        return to_plain(value) if self.log_params else None
-
-    def __call__(self, event: LoopEvent) -> None:
-        self.write({"type": "event", **event.to_dict()})
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-
-
-def _fallback(value: Any) -> Any:
-    plain = to_plain(value)
-    if plain is value:
-        return repr(type(value).__name__)
-    return plain
+        warnings.warn(
+            "loopwarden.events.JsonlRunRecord is deprecated and will be removed in the next "
+            "release; use loopwarden.JsonlRunRecord or loopwarden.runrecord",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return JsonlRunRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

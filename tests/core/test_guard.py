@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import loopwarden as lw
-from loopwarden.state import RunState
+from loopwarden.engine.state import RunState
 from tests.core.agentloop import ScriptedAgent
 
 ON = {"tools": {"loopDetection": {"enabled": True}}}

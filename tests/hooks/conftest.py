@@ -16,9 +16,9 @@ import orjson
 import pytest
 
 from loopwarden.config import load_config
+from loopwarden.engine.state import RunState
 from loopwarden.guard import LoopGuard
 from loopwarden.hooks._protocol import socket_path
-from loopwarden.state import RunState
 from loopwarden.stores.sqlite import SQLiteStore
 from tests._wait import wait_until
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import loopwarden as lw
+from loopwarden.engine.state import RunState
 from loopwarden.errors import StoreError
-from loopwarden.state import RunState
 from loopwarden.stores import store_from_url
 from loopwarden.stores.sqlite import SCHEMA_VERSION, SQLiteStore, default_state_path
 from tests._snippets import snippet

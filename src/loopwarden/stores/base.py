@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from ..config import LoopDetectionConfig
-    from ..state import RunState
+    from ..engine.state import RunState
 
 __all__ = ["BaseStore", "InProcess", "Inspectable", "SideRecords", "Store"]
 

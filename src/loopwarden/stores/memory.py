@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..config import DEFAULT_STATE_TTL_SECONDS, LoopDetectionConfig
-from ..state import RunState
+from ..engine.state import RunState
 from .base import BaseStore
 
 __all__ = ["LocalStore", "MemoryStore"]
@@ -28,9 +28,16 @@ class MemoryStore(BaseStore):
     work of a few microseconds, so the lock is never held across I/O.
     """
 
-    def __init__(self, *, ttl_seconds: float | None = None, max_runs: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        ttl_seconds: float | None = None,
+        max_runs: int = 10_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.ttl_seconds = ttl_seconds if ttl_seconds is not None else DEFAULT_STATE_TTL_SECONDS
         self.max_runs = max_runs
+        self.clock = clock
         self._states: OrderedDict[str, RunState] = OrderedDict()
         # Reentrant: a state's lock is this lock, and transact may run under it.
         self._lock = threading.RLock()
@@ -53,7 +60,7 @@ class MemoryStore(BaseStore):
                 states.popitem(last=False)[1].detached = True
         else:
             states.move_to_end(key)
-        now = time.time()
+        now = self.clock()
         state.updated = now
         self._ops += 1
         if self._ops & 255 == 0:

@@ -32,8 +32,8 @@ from typing import TypeVar
 from urllib.parse import parse_qs, unquote
 
 from ..config import DEFAULT_STATE_TTL_SECONDS, LoopDetectionConfig
+from ..engine.state import RunState
 from ..errors import StoreError
-from ..state import RunState
 from .base import BaseStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "default_state_path"]

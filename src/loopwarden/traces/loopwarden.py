@@ -1,7 +1,8 @@
 """loopwarden's own JSONL run record (written by ``LoopGuard(run_record=...)``).
 
-Lines have a ``type`` of ``run_start``, ``call``, ``outcome``, ``compaction``,
-``event`` or ``run_end`` and a ``run_id``; calls and outcomes carry the hashes
+The line schema is defined in :mod:`loopwarden.runrecord`: a ``type`` of
+``run_start``, ``call``, ``outcome``, ``compaction``, ``event`` or ``run_end``
+and a ``run_id`` on every line; calls and outcomes carry the hashes
 the live guard computed, so replay feeds them to ``before_call_hashed``/
 ``after_call_hashed`` and never needs the raw params.
 
@@ -20,13 +21,13 @@ from typing import Any
 
 import orjson
 
+from ..runrecord import CALL, COMPACTION, EVENT, LINE_TYPES, OUTCOME, RUN_END, RUN_START
 from ._common import ReadContext
 from ._sink import Loc, TraceSink
 
 __all__ = ["MAX_OPEN_RUNS", "read"]
 
 MAX_OPEN_RUNS = 256
-_TYPES = frozenset({"run_start", "call", "outcome", "compaction", "event", "run_end"})
 _UNSET = object()
 
 
@@ -63,26 +64,26 @@ def read(
             continue
         kind = rec.get("type")
         run_id = rec.get("run_id")
-        if kind == "run_end":
+        if kind == RUN_END:
             if run_id.__class__ is str and run_id in active:
                 del active[run_id]
                 sink.end_run(prefix + run_id)
             prev_run = _UNSET
             continue
-        if run_id != prev_run or kind == "run_start":
+        if run_id != prev_run or kind == RUN_START:
             if run_id.__class__ is not str or not run_id:
                 sink.problem(loc, f"{kind or 'record'} without a run_id")
                 continue
             key = prefix + run_id
-            if kind == "run_start" or run_id not in active or not sink.has_run(key):
-                if kind.__class__ is not str or kind not in _TYPES:
+            if kind == RUN_START or run_id not in active or not sink.has_run(key):
+                if kind.__class__ is not str or kind not in LINE_TYPES:
                     sink.problem(loc, f"unknown record type {kind!r}")
                     continue
                 if len(active) >= max_open_runs:
                     _close_oldest(active, sink, prefix)
                 active.pop(run_id, None)
-                session = rec.get("session_id") if kind == "run_start" else None
-                agent = rec.get("agent_id") if kind == "run_start" else None
+                session = rec.get("session_id") if kind == RUN_START else None
+                agent = rec.get("agent_id") if kind == RUN_START else None
                 sink.begin_run(
                     key,
                     label=run_id,
@@ -94,7 +95,7 @@ def read(
                 del active[run_id]  # re-inserted below as the most recently active
             active[run_id] = None
             prev_run = run_id
-        if kind == "call":
+        if kind == CALL:
             tool = rec.get("tool")
             sig = rec.get("args_hash")
             if tool.__class__ is not str or sig.__class__ is not str:
@@ -111,7 +112,7 @@ def read(
                 rec.get("params"),
                 poll if poll.__class__ is bool else None,
             )
-        elif kind == "outcome":
+        elif kind == OUTCOME:
             tool = rec.get("tool")
             sig = rec.get("args_hash")
             out = rec.get("outcome_hash")
@@ -133,12 +134,12 @@ def read(
                 rec.get("is_error") is True,
                 unknown if unknown.__class__ is str else None,
             )
-        elif kind == "compaction":
+        elif kind == COMPACTION:
             sink.compaction(key, loc)
-        elif kind == "event":
+        elif kind == EVENT:
             sink.live_event(key)
 
-        elif kind != "run_start":
+        elif kind != RUN_START:
             sink.problem(loc, f"unknown record type {kind!r}")
     for run_id in active:
         sink.end_run(prefix + run_id)

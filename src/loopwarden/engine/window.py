@@ -2,20 +2,36 @@
 
 Detection must not cost more as the window grows (``historySize`` may be 1000),
 so every quantity of SPEC section 4 is maintained incrementally as records are
-appended, completed and evicted: repeat counts and no-progress streaks per call
-signature, the unknown-tool streak per record, and the ping-pong tail. Only
-rare events (an outcome that arrives out of order) fall back to a bounded walk.
+added, completed and evicted; only rare events (an outcome that arrives out of
+order) fall back to a bounded walk. Detectors read these quantities as plain
+attributes, because a method call costs more than the read itself on a path
+that runs before every tool call:
+
+* ``records``: the records, oldest first;
+* ``sigs[args_hash]``: a :class:`SigStats` per call signature in the window
+  (records, records with an outcome, the no-progress streak and its outcome);
+* ``pp_last``, ``pp_last_tool``, ``pp_other``, ``pp_tail``: the alternating
+  tail (ping-pong): the newest signature and its tool, the newest earlier
+  different signature, and how many records from the end alternate;
+* ``Record.ustreak``: trailing records of one tool failing with one
+  unknown-tool name, ending at that record.
+
+A quantity for a new detector is kept the same way: updated in :meth:`add`,
+:meth:`complete_pending` and :meth:`evict_oldest` in constant time.
 """
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
-__all__ = ["Record", "RunWindow"]
+__all__ = ["Record", "RunWindow", "SigStats"]
+
+# Records and signature counters are created for every call: built with
+# object.__new__ and slot stores, which skips one Python frame per object.
+_new = object.__new__
 
 
 class Record:
@@ -38,11 +54,11 @@ class Record:
         self,
         tool_name: str,
         args_hash: str,
-        call_id: str | None,
-        run_id: str | None,
-        result_hash: str | None,
-        unknown_tool_name: str | None,
-        timestamp: float,
+        call_id: str | None = None,
+        run_id: str | None = None,
+        result_hash: str | None = None,
+        unknown_tool_name: str | None = None,
+        timestamp: float = 0.0,
         veto: bool = False,
     ) -> None:
         self.tool_name = tool_name
@@ -81,17 +97,29 @@ class Record:
         )
 
 
-class _Sig:
-    """Per call-signature counts: records in window, hashed ones, the no-progress streak."""
+class SigStats:
+    """Counts of one call signature in the window.
+
+    ``count`` records, ``hashed`` of them with an outcome; ``streak`` newest
+    outcomes in a row equal to ``latest``, whose record has ``newest_seq``.
+    """
 
     __slots__ = ("count", "hashed", "latest", "newest_seq", "streak")
 
-    def __init__(self) -> None:
-        self.count = 0
-        self.hashed = 0
-        self.streak = 0
-        self.latest: str | None = None
-        self.newest_seq = -1
+    count: int
+    hashed: int
+    streak: int
+    latest: str | None
+    newest_seq: int
+
+
+def _ustreak(rec: Record, prev: Record | None) -> int:
+    name = rec.unknown_tool_name
+    if name is None:
+        return 0
+    if prev is not None and prev.unknown_tool_name == name and prev.tool_name == rec.tool_name:
+        return prev.ustreak + 1
+    return 1
 
 
 class RunWindow:
@@ -116,10 +144,8 @@ class RunWindow:
     def __init__(self, capacity: int | None = None) -> None:
         self.capacity = capacity
         self.records: deque[Record] = deque()
-        self.sigs: dict[str, _Sig] = {}
+        self.sigs: dict[str, SigStats] = {}
         self._next_seq = 0
-        # Ping-pong tail: the newest record's signature, the newest earlier
-        # different signature, and how many records from the end alternate.
         self.pp_last: str | None = None
         self.pp_last_tool: str | None = None
         self.pp_other: str | None = None
@@ -135,43 +161,65 @@ class RunWindow:
     def last(self) -> Record | None:
         return self.records[-1] if self.records else None
 
-    # -- appending -------------------------------------------------------
-    def append(self, rec: Record) -> Record | None:
-        """Append ``rec``; returns an evicted record when the window was full."""
+    # -- adding ----------------------------------------------------------
+    def add(
+        self,
+        tool_name: str,
+        args_hash: str,
+        call_id: str | None,
+        result_hash: str | None,
+        unknown_tool_name: str | None,
+        timestamp: float,
+        veto: bool = False,
+        run_id: str | None = None,
+    ) -> Record:
+        """Append a new record (evicting the oldest when the window is full); returns it."""
+        rec: Record = _new(Record)
+        rec.tool_name = tool_name
+        rec.args_hash = args_hash
+        rec.call_id = call_id
+        rec.run_id = run_id
+        rec.result_hash = result_hash
+        rec.unknown_tool_name = unknown_tool_name
+        rec.timestamp = timestamp
+        rec.veto = veto
+        rec.ustreak = 0
         rec.seq = seq = self._next_seq
         self._next_seq = seq + 1
-        s = rec.args_hash
-        sig = self.sigs.get(s)
+        sig = self.sigs.get(args_hash)
         if sig is None:
-            sig = self.sigs[s] = _Sig()
+            sig = self.sigs[args_hash] = _new(SigStats)
+            sig.count = sig.hashed = sig.streak = 0
+            sig.latest = None
+            sig.newest_seq = -1
         sig.count += 1
         records = self.records
         prev = records[-1] if records else None
         records.append(rec)
-        if s == self.pp_other:
+        if args_hash == self.pp_other:
             self.pp_tail += 1
             self.pp_other = self.pp_last
-        elif s == self.pp_last:
+        elif args_hash == self.pp_last:
             self.pp_tail = 1
         else:
             self.pp_other = self.pp_last
             self.pp_tail = 2 if prev is not None else 1
-        self.pp_last = s
-        self.pp_last_tool = rec.tool_name
-        if rec.result_hash is not None:
+        self.pp_last = args_hash
+        self.pp_last_tool = tool_name
+        if result_hash is not None:
             sig.hashed += 1
-            # Appended records are the newest of their signature.
-            sig.streak = sig.streak + 1 if rec.result_hash == sig.latest else 1
-            sig.latest = rec.result_hash
+            # Added records are the newest of their signature.
+            sig.streak = sig.streak + 1 if result_hash == sig.latest else 1
+            sig.latest = result_hash
             sig.newest_seq = seq
-            if rec.unknown_tool_name is not None:
-                rec.ustreak = self._ustreak(rec, prev)
+            if unknown_tool_name is not None:
+                rec.ustreak = _ustreak(rec, prev)
         capacity = self.capacity
         if capacity is not None and len(records) > capacity:
-            return self.evict_oldest()
-        return None
+            self.evict_oldest()
+        return rec
 
-    def _recompute(self, args_hash: str, sig: _Sig) -> None:
+    def _recompute(self, args_hash: str, sig: SigStats) -> None:
         """Rebuild one signature's streak from the records (outcomes arrived out of order)."""
         streak, latest, newest = 0, None, -1
         for rec in reversed(self.records):
@@ -184,53 +232,49 @@ class RunWindow:
             streak += 1
         sig.streak, sig.latest, sig.newest_seq = streak, latest, newest
 
-    @staticmethod
-    def _ustreak(rec: Record, prev: Record | None) -> int:
-        name = rec.unknown_tool_name
-        if name is None:
-            return 0
-        if prev is not None and prev.unknown_tool_name == name and prev.tool_name == rec.tool_name:
-            return prev.ustreak + 1
-        return 1
-
-    def complete(self, rec: Record, result_hash: str, unknown_tool_name: str | None) -> None:
-        """Attach an outcome to a pending record of this window."""
+    def complete_pending(
+        self,
+        args_hash: str,
+        call_id: str | None,
+        result_hash: str,
+        unknown_tool_name: str | None,
+    ) -> Record | None:
+        """Give the newest pending record of ``args_hash`` (and ``call_id``, when given) its
+        outcome; returns that record, or ``None`` when there is none."""
+        sig = self.sigs.get(args_hash)
+        if sig is None or sig.hashed == sig.count:
+            return None
+        records = self.records
+        for rec in reversed(records):
+            if (
+                rec.result_hash is None
+                and rec.args_hash == args_hash
+                and (call_id is None or rec.call_id == call_id)
+            ):
+                break
+        else:
+            return None
         rec.result_hash = result_hash
         rec.unknown_tool_name = unknown_tool_name
-        sig = self.sigs[rec.args_hash]
         sig.hashed += 1
         if rec.seq > sig.newest_seq:
             sig.streak = sig.streak + 1 if result_hash == sig.latest else 1
             sig.latest = result_hash
             sig.newest_seq = rec.seq
         else:
-            self._recompute(rec.args_hash, sig)
-        records = self.records
+            self._recompute(args_hash, sig)
         if records[-1] is rec:
             if unknown_tool_name is not None:
-                rec.ustreak = self._ustreak(rec, records[-2] if len(records) > 1 else None)
-            return
+                rec.ustreak = _ustreak(rec, records[-2] if len(records) > 1 else None)
+            return rec
         # Out of order (parallel calls): recompute unknown streaks from here on.
         start = rec.seq - records[0].seq
         prev = records[start - 1] if start > 0 else None
         for index in range(start, len(records)):
             cur = records[index]
-            cur.ustreak = self._ustreak(cur, prev) if cur.result_hash is not None else 0
+            cur.ustreak = _ustreak(cur, prev) if cur.result_hash is not None else 0
             prev = cur
-
-    def find_pending(self, args_hash: str, call_id: str | None) -> Record | None:
-        """The newest pending record of ``args_hash`` (with ``call_id`` when given)."""
-        sig = self.sigs.get(args_hash)
-        if sig is None or sig.hashed == sig.count:
-            return None
-        for rec in reversed(self.records):
-            if (
-                rec.result_hash is None
-                and rec.args_hash == args_hash
-                and (call_id is None or rec.call_id == call_id)
-            ):
-                return rec
-        return None
+        return rec
 
     def evict_oldest(self) -> Record:
         rec = self.records.popleft()
@@ -248,31 +292,13 @@ class RunWindow:
             del self.sigs[rec.args_hash]
         return rec
 
-    # -- detector quantities --------------------------------------------
-    def unknown_streak(self, tool: str) -> tuple[int, str | None]:
-        """Trailing records of ``tool`` that failed with one unknown-tool name."""
-        last = self.records[-1] if self.records else None
-        if last is None or last.tool_name != tool or last.unknown_tool_name is None:
-            return 0, None
-        return min(last.ustreak, len(self.records)), last.unknown_tool_name
-
+    # -- queries used off the per-call path ---------------------------------
     def no_progress(self, args_hash: str) -> tuple[int, str | None]:
         """No-progress streak of ``args_hash`` and its latest outcome hash."""
         sig = self.sigs.get(args_hash)
         if sig is None:
             return 0, None
         return sig.streak, sig.latest
-
-    def repeat_count(self, args_hash: str) -> int:
-        sig = self.sigs.get(args_hash)
-        return 0 if sig is None else sig.count
-
-    def ping_pong(self, args_hash: str) -> tuple[int, str | None, bool]:
-        """(count including the checked call, paired tool, no-progress evidence)."""
-        tail = min(self.pp_tail, len(self.records))
-        if tail < 2 or args_hash != self.pp_other:
-            return 0, None, False
-        return tail + 1, self.pp_last_tool, self.pp_evidence(tail)
 
     def pp_evidence(self, tail: int) -> bool:
         """Every tail record has an outcome and each side kept one outcome hash."""
@@ -305,12 +331,11 @@ class RunWindow:
         ]
 
     @classmethod
-    def load(cls, rows: list[list[Any]], capacity: int | None, run_id: str | None) -> RunWindow:
+    def load(
+        cls, rows: list[list[Any]], capacity: int | None, run_id: str | None = None
+    ) -> RunWindow:
         window = cls(capacity)
+        add = window.add
         for tool, args, call_id, result, unknown, ts, veto in rows:
-            window.append(Record(tool, args, call_id, run_id, result, unknown, ts, bool(veto)))
+            add(tool, args, call_id, result, unknown, ts, bool(veto), run_id)
         return window
-
-
-def now() -> float:
-    return time.time()

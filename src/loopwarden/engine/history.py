@@ -1,0 +1,164 @@
+"""``ToolCallHistory``: the engine-level rolling history of SPEC sections 3, 4 and 8.
+
+One window of ``historySize`` records shared by every run (OpenClaw's model),
+with detection scoped to the run being checked. The runtime guard
+(:mod:`loopwarden.guard`) instead gives each run a window of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..config import LoopDetectionConfig
+from ..hashing import MISSING, args_hash, hash_outcome, is_known_poll
+from ..profiles import DEFAULT_REGISTRY, ProfileRegistry
+from .detect import Detection, detect_in_window
+from .window import Record, RunWindow
+
+__all__ = ["Record", "ToolCallHistory", "normalize_run_id"]
+
+
+def normalize_run_id(run_id: object) -> str | None:
+    """Trimmed run id; an empty one means "no run"."""
+    if run_id is None:
+        return None
+    text = str(run_id).strip()
+    return text or None
+
+
+def _tool_name(tool: object) -> str:
+    return tool.strip() if isinstance(tool, str) else str(tool).strip()
+
+
+class ToolCallHistory:
+    """Rolling history of tool calls and outcomes, with loop detection.
+
+    ``clock`` stamps the records (seconds since the epoch).
+
+    >>> hist = ToolCallHistory(LoopDetectionConfig(enabled=True))
+    >>> hist.record_call("read", {"path": "a.txt"}, call_id="c1")
+    >>> rec = hist.record_outcome("read", {"path": "a.txt"}, call_id="c1", result="text")
+    >>> hist.detect("read", {"path": "a.txt"}) is None
+    True
+    """
+
+    def __init__(
+        self,
+        config: LoopDetectionConfig | None = None,
+        *,
+        profiles: ProfileRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config if config is not None else LoopDetectionConfig()
+        self.profiles = profiles if profiles is not None else DEFAULT_REGISTRY
+        self.clock = clock
+        self._order: deque[Record] = deque()
+        self._windows: dict[str | None, RunWindow] = {}
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @property
+    def records(self) -> list[Record]:
+        """The records currently held, oldest first."""
+        return list(self._order)
+
+    def _add(
+        self,
+        tool: str,
+        sig: str,
+        call_id: str | None,
+        run_id: str | None,
+        result_hash: str | None,
+        unknown_tool_name: str | None,
+    ) -> Record:
+        window = self._windows.get(run_id)
+        if window is None:
+            window = self._windows[run_id] = RunWindow(capacity=None)
+        rec = window.add(
+            tool, sig, call_id, result_hash, unknown_tool_name, self.clock(), run_id=run_id
+        )
+        self._order.append(rec)
+        while len(self._order) > self.config.history_size:
+            oldest = self._order.popleft()
+            window = self._windows[oldest.run_id]
+            window.evict_oldest()
+            if not window.records:
+                del self._windows[oldest.run_id]
+        return rec
+
+    def record_call(
+        self, tool: str, params: Any, call_id: str | None = None, run_id: str | None = None
+    ) -> None:
+        """Append a pending record for a call that is about to run."""
+        tool = _tool_name(tool)
+        self.record_call_hashed(tool, args_hash(tool, params), call_id, run_id)
+
+    def record_call_hashed(
+        self, tool: str, sig: str, call_id: str | None = None, run_id: str | None = None
+    ) -> Record:
+        """``record_call`` with a precomputed args hash (used by trace replay)."""
+        return self._add(tool, sig, call_id, normalize_run_id(run_id), None, None)
+
+    def record_outcome(
+        self,
+        tool: str,
+        params: Any,
+        call_id: str | None = None,
+        run_id: str | None = None,
+        *,
+        result: Any = MISSING,
+        error: Any = MISSING,
+    ) -> Record | None:
+        """Attach an outcome to the matching pending record (or append a complete one).
+
+        Returns the record, or ``None`` when the outcome is not recorded (no
+        result and no error, or loopwarden's own block answer).
+        """
+        tool = _tool_name(tool)
+        outcome = hash_outcome(tool, params, result=result, error=error, profiles=self.profiles)
+        if outcome.hash is None:
+            return None
+        return self.record_outcome_hashed(
+            tool, args_hash(tool, params), outcome.hash, outcome.unknown_tool_name, call_id, run_id
+        )
+
+    def record_outcome_hashed(
+        self,
+        tool: str,
+        sig: str,
+        result_hash: str,
+        unknown_tool_name: str | None = None,
+        call_id: str | None = None,
+        run_id: str | None = None,
+    ) -> Record:
+        """``record_outcome`` with precomputed hashes."""
+        run = normalize_run_id(run_id)
+        window = self._windows.get(run)
+        if window is not None:
+            rec = window.complete_pending(sig, call_id, result_hash, unknown_tool_name)
+            if rec is not None:
+                return rec
+        return self._add(tool, sig, call_id, run, result_hash, unknown_tool_name)
+
+    def detect(self, tool: str, params: Any, run_id: str | None = None) -> Detection | None:
+        """Check a call about to run; ``None`` unless a loop pattern matches."""
+        if self.config.enabled is not True:
+            return None
+        tool = _tool_name(tool)
+        poll = is_known_poll(tool, params, self.profiles)
+        return self.detect_hashed(tool, args_hash(tool, params), poll, run_id)
+
+    def detect_hashed(
+        self, tool: str, sig: str, poll: bool, run_id: str | None = None
+    ) -> Detection | None:
+        """``detect`` with a precomputed args hash and poll flag."""
+        if self.config.enabled is not True:
+            return None
+        window = self._windows.get(normalize_run_id(run_id))
+        if window is None:
+            return None
+        return detect_in_window(window, tool, sig, poll, self.config)
