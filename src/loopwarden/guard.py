@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from ._logging import logger
 from ._runbase import RunBase
-from .config import ConfigSource, LoopDetectionConfig, load_config
+from .config import ConfigSource, LoopDetectionConfig, load_config, log_repairs
 from .engine.history import normalize_run_id
 from .engine.runtime import ALLOW, Decision, after, before, block_result, compacted
 from .engine.state import RunState
@@ -80,6 +80,7 @@ class LoopGuard:
         if isinstance(config, LoopDetectionConfig):
             self._fixed: LoopDetectionConfig | None = config
             self.config = load_config(None)
+            log_repairs(config.repairs)
         else:
             self._fixed = None
             self.config = load_config(config)

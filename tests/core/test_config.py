@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import loopwarden as lw
-from loopwarden.config import normalize_agent_id
+from loopwarden.config import FieldView, normalize_agent_id
 
 
 def issues_of(exc: pytest.ExceptionInfo[lw.ConfigError]) -> list[str]:
@@ -190,11 +190,30 @@ class TestRepair:
         assert any("globalCircuitBreakerThreshold 3" in m for m in messages)
 
     def test_repair_is_logged_once(self, lw_logs: pytest.LogCaptureFixture) -> None:
-        block = {"warningThreshold": 41, "criticalThreshold": 7}
-        for _ in range(3):
-            lw.LoopDetectionConfig.from_dict(block)
+        """A config logs each distinct repair once, however many agents and runs use it."""
+        config = lw.load_config(
+            {
+                "tools": {"loopDetection": {"warningThreshold": 41, "criticalThreshold": 7}},
+                "agents": {"list": [{"id": "a", "tools": {"loopDetection": {"historySize": 5}}}]},
+            }
+        )
+        for agent in (None, "a", "b", None, "a"):
+            assert config.for_agent(agent).critical_threshold == 42
+        guard = lw.LoopGuard(config)
+        guard.run(agent_id="a")
+        guard.run(agent_id="c")
         repaired = [r for r in lw_logs.records if "criticalThreshold 7" in r.getMessage()]
         assert len(repaired) == 1
+
+    def test_direct_construction_repairs_without_logging(
+        self, lw_logs: pytest.LogCaptureFixture
+    ) -> None:
+        """A hand-built config records its repairs; the guard that adopts it logs them."""
+        cfg = lw.LoopDetectionConfig(warning_threshold=5, critical_threshold=5)
+        assert cfg.critical_threshold == 6 and len(cfg.repairs) == 1
+        assert lw_logs.records == []
+        lw.LoopGuard(cfg)
+        assert ["criticalThreshold 5" in r.getMessage() for r in lw_logs.records] == [True]
 
     def test_repair_runs_on_the_merged_result(self) -> None:
         full = {
@@ -423,3 +442,61 @@ class TestOverridesEverywhere:
         everywhere = cfg.with_overrides({"warningThreshold": 7}, all_agents=True)
         assert everywhere.for_agent("a").warning_threshold == 7
         assert everywhere.for_agent(None).warning_threshold == 7
+
+
+class TestExplain:
+    TEXT = """{
+  tools: {
+    loopDetection: {
+      enabled: true,
+      warningThreshold: 8,
+      criticalThreshold: 5,
+    },
+  },
+  agents: {
+    list: [
+      { id: "ops", tools: { loopDetection: { historySize: 12 } } },
+    ],
+  },
+}
+"""
+
+    def test_fields_sources_and_lines(self, tmp_path: Path) -> None:
+        """Every field of a block, with its value, where it came from and its file line."""
+        path = tmp_path / "openclaw.json5"
+        path.write_text(self.TEXT, encoding="utf-8")
+        config = lw.load_config(path)
+        views = {view.key: view for view in config.explain("ops")}
+        assert list(views) == [
+            "enabled",
+            "historySize",
+            "warningThreshold",
+            "criticalThreshold",
+            "unknownToolThreshold",
+            "globalCircuitBreakerThreshold",
+            "detectors.genericRepeat",
+            "detectors.knownPollNoProgress",
+            "detectors.pingPong",
+            "postCompactionGuard.windowSize",
+        ]
+        assert views["enabled"] == FieldView("enabled", True, "global", 4)
+        assert views["historySize"] == FieldView("historySize", 12, "agent", 11)
+        assert views["unknownToolThreshold"] == FieldView("unknownToolThreshold", 10, "default")
+        critical = views["criticalThreshold"]
+        assert (critical.value, critical.source, critical.line) == (9, "repair", None)
+        assert critical.detail is not None and critical.detail.startswith("criticalThreshold 5")
+        assert config.explain(None)[1] == FieldView("historySize", 30, "default")
+
+    def test_overrides_are_named(self) -> None:
+        """Values laid over the file (``--set``) say so; they beat agent blocks only if asked."""
+        config = lw.load_config(
+            {"agents": {"list": [{"id": "a", "tools": {"loopDetection": {"historySize": 7}}}]}}
+        )
+        only_global = config.with_overrides({"historySize": 50, "detectors.pingPong": False})
+        assert only_global.explain("a")[1] == FieldView("historySize", 7, "agent")
+        assert only_global.explain(None)[1] == FieldView("historySize", 50, "override")
+        everywhere = only_global.with_overrides({"historySize": 60}, all_agents=True)
+        views = {view.key: view for view in everywhere.explain("a")}
+        assert views["historySize"] == FieldView("historySize", 60, "override")
+        assert views["detectors.pingPong"] == FieldView("detectors.pingPong", False, "override")
+        assert everywhere.for_agent("a").source_of("historySize") == "override"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -26,19 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-# The fields of a block in display order (camelCase, dotted for nested ones).
-FIELDS = (
-    "enabled",
-    "historySize",
-    "warningThreshold",
-    "criticalThreshold",
-    "unknownToolThreshold",
-    "globalCircuitBreakerThreshold",
-    "detectors.genericRepeat",
-    "detectors.knownPollNoProgress",
-    "detectors.pingPong",
-    "postCompactionGuard.windowSize",
-)
 SETTINGS = (
     ("sendTools", "send_tools"),
     ("outcomeProfiles", "outcome_profiles"),
@@ -137,13 +122,12 @@ def check_command(
         except ConfigError as exc:
             raise UsageFailure(f"--set: {exc}") from None
 
-    lines = _key_lines(file)
     agents: list[str | None]
     if agent is not None:
         agents = [agent]
     else:
         agents = [None, *config.agent_ids()]
-    views = [_view(config, name, overrides, lines, file) for name in agents]
+    views = [_view(config, name, file) for name in agents]
     settings = _settings(config)
     if output_format == "json":
         import orjson
@@ -182,57 +166,18 @@ def check_command(
     return EXIT_OK
 
 
-def _key_lines(file: str) -> dict[tuple[str | int, ...], int]:
-    from .._json5loc import locate_lines
-
-    try:
-        return locate_lines(Path(file).read_text(encoding="utf-8"))
-    except Exception:  # line numbers are a nicety; never fail the check over them
-        return {}
-
-
-def _path_key(path: str) -> tuple[str | int, ...]:
-    parts: list[str | int] = []
-    for piece in re.findall(r"[^.\[\]]+|\[\d+\]", path):
-        parts.append(int(piece[1:-1]) if piece.startswith("[") else piece)
-    return tuple(parts)
-
-
-def _field_value(cfg: LoopDetectionConfig, key: str) -> Any:
-    value: Any = cfg.to_dict()
-    for part in key.split("."):
-        value = value[part]
-    return value
-
-
-def _view(
-    config: Config,
-    agent: str | None,
-    overrides: Mapping[str, Any],
-    lines: Mapping[tuple[str | int, ...], int],
-    file: str,
-) -> dict[str, Any]:
+def _view(config: Config, agent: str | None, file: str) -> dict[str, Any]:
     cfg = config.for_agent(agent)
     block_path = config.agent_block_path(agent) if agent is not None else None
-    fields: dict[str, dict[str, Any]] = {}
-    for key in FIELDS:
-        source = cfg.source_of(key)
-        line: int | None = None
-        detail: str | None = None
-        if source in ("global", "agent") and key in overrides:
-            source = "override"
-        elif source == "global":
-            line = lines.get(("tools", "loopDetection", *key.split(".")))
-        elif source == "agent" and block_path is not None:
-            line = lines.get((*_path_key(block_path), *key.split(".")))
-        elif source == "repair":
-            detail = next((r for r in cfg.repairs if r.startswith(f"{key} ")), None)
-        fields[key] = {
-            "value": _field_value(cfg, key),
-            "source": source,
-            "line": line,
-            "detail": detail,
+    fields = {
+        field.key: {
+            "value": field.value,
+            "source": field.source,
+            "line": field.line,
+            "detail": field.detail,
         }
+        for field in config.explain(agent)
+    }
     return {
         "agent": agent,
         "block": block_path if block_path is not None else "tools.loopDetection",

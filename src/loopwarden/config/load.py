@@ -1,0 +1,328 @@
+"""Loading a whole config (OpenClaw layout): :class:`Config` and :func:`load_config`.
+
+Only ``tools``, ``agents`` and our own top-level ``loopwarden`` key are read;
+every other key of an ``openclaw.json`` is left alone. Problems are collected
+over the whole file and raised together, each with its path and, for files,
+its line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Union
+
+from .._logging import logger
+from ..errors import ConfigError, ConfigIssue
+from .merge import Layer, build, merge, nest
+from .model import (
+    BLOCK_FIELDS,
+    BLOCK_KEYS,
+    FieldView,
+    LoopDetectionConfig,
+    PathKey,
+    Settings,
+    format_path,
+    normalize_agent_id,
+)
+from .validate import mapping, validate_block, validate_settings
+
+__all__ = ["Config", "ConfigSource", "load_config", "log_repairs", "resolve_config"]
+
+_BLOCK_PATH: PathKey = ("tools", "loopDetection")
+
+
+@dataclass(frozen=True)
+class _AgentBlock:
+    block: dict[str, Any]
+    key: PathKey
+    """Where the block is in the file (``agents.list[2].tools.loopDetection``)."""
+
+    @property
+    def path(self) -> str:
+        return format_path(self.key)
+
+
+def log_repairs(repairs: Iterable[str], logged: set[str] | None = None) -> None:
+    """Log threshold repairs at WARNING, skipping those in ``logged`` (and adding to it)."""
+    for message in repairs:
+        if logged is not None:
+            if message in logged:
+                continue
+            logged.add(message)
+        logger.warning("loopwarden config repaired: %s", message)
+
+
+class Config:
+    """A whole config (OpenClaw layout): global block, per-agent blocks, loopwarden settings.
+
+    Build it with :func:`load_config`. ``for_agent()`` returns the effective
+    :class:`LoopDetectionConfig` of one agent; results are cached, and each
+    distinct threshold repair is logged once per config.
+    """
+
+    def __init__(
+        self,
+        global_block: Mapping[str, Any],
+        agents: Mapping[str, _AgentBlock],
+        settings: Settings,
+        *,
+        source: str | None = None,
+        raw: Mapping[str, Any] | None = None,
+        text: str | None = None,
+        overrides: tuple[tuple[Mapping[str, Any], bool], ...] = (),
+    ) -> None:
+        self._global = dict(global_block)
+        self._agents = dict(agents)
+        self.settings = settings
+        self.source = source
+        self.raw: Mapping[str, Any] = raw if raw is not None else {}
+        self._text = text
+        self._lines: dict[PathKey, int] | None = None
+        # (block, all_agents) laid over the file's blocks, oldest first.
+        self._overrides = overrides
+        self._cache: dict[str, LoopDetectionConfig] = {}
+        self._logged: set[str] = set()
+
+    @property
+    def global_block(self) -> Mapping[str, Any]:
+        """The validated global ``tools.loopDetection`` keys that are set (with overrides)."""
+        return merge(("global", self._global), *(("override", o) for o, _ in self._overrides))[0]
+
+    def agent_ids(self) -> list[str]:
+        """Normalised ids of the agents that have their own ``loopDetection`` block."""
+        return sorted(self._agents)
+
+    def _entry(self, agent_id: str | None) -> _AgentBlock | None:
+        return self._agents.get(normalize_agent_id(agent_id)) if agent_id is not None else None
+
+    def agent_block(self, agent_id: str | None) -> Mapping[str, Any] | None:
+        entry = self._entry(agent_id)
+        return entry.block if entry is not None else None
+
+    def agent_block_path(self, agent_id: str | None) -> str | None:
+        entry = self._entry(agent_id)
+        return entry.path if entry is not None else None
+
+    def for_agent(self, agent_id: str | None = None) -> LoopDetectionConfig:
+        """The effective loop-detection config of ``agent_id`` (or the global one)."""
+        key = normalize_agent_id(agent_id) if agent_id is not None else ""
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = build(*merge(*self._layers(agent_id)))
+            log_repairs(cached.repairs, self._logged)
+        return cached
+
+    def _layers(self, agent_id: str | None) -> list[Layer]:
+        """The global block, overrides for it, the agent's block, overrides for every agent."""
+        layers: list[Layer] = [("global", self._global)]
+        layers += [("override", block) for block, everywhere in self._overrides if not everywhere]
+        agent = self.agent_block(agent_id)
+        if agent is not None:
+            layers.append(("agent", agent))
+        layers += [("override", block) for block, everywhere in self._overrides if everywhere]
+        return layers
+
+    def with_overrides(self, overrides: Mapping[str, Any], *, all_agents: bool = False) -> Config:
+        """A copy whose global block has ``overrides`` (camelCase, dotted) laid over it.
+
+        With ``all_agents`` the overrides are laid over every agent's block too,
+        so they win everywhere (what a command-line ``--set`` means).
+        """
+        issues: list[ConfigIssue] = []
+        clean = validate_block(nest(overrides), _BLOCK_PATH, issues)
+        if issues:
+            raise ConfigError(issues)
+        return Config(
+            self._global,
+            self._agents,
+            self.settings,
+            source=self.source,
+            raw=self.raw,
+            text=self._text,
+            overrides=(*self._overrides, (clean, all_agents)),
+        )
+
+    def explain(self, agent_id: str | None = None) -> list[FieldView]:
+        """Every field of an agent's effective block: value, source, and the file line."""
+        cfg = self.for_agent(agent_id)
+        values = cfg.to_dict()
+        entry = self._entry(agent_id)
+        lines = self._key_lines()
+        views = []
+        for key in BLOCK_FIELDS:
+            parts = key.split(".")
+            value: Any = values
+            for part in parts:
+                value = value[part]
+            source = cfg.source_of(key)
+            line = detail = None
+            if source == "global":
+                line = lines.get((*_BLOCK_PATH, *parts))
+            elif source == "agent" and entry is not None:
+                line = lines.get((*entry.key, *parts))
+            elif source == "repair":
+                detail = next((r for r in cfg.repairs if r.startswith(f"{key} ")), None)
+            views.append(FieldView(key, value, source, line, detail))
+        return views
+
+    def _key_lines(self) -> dict[PathKey, int]:
+        if self._lines is None:
+            self._lines = {}
+            if self._text is not None:
+                from .._json5loc import locate_lines
+
+                try:
+                    self._lines = locate_lines(self._text)
+                except Exception:  # line numbers are a nicety; never fail over them
+                    logger.debug("loopwarden could not locate config lines", exc_info=True)
+        return self._lines
+
+
+def _parse(raw: Any, issues: list[ConfigIssue]) -> Config:
+    if raw is None:
+        return Config({}, {}, Settings())
+    if not isinstance(raw, Mapping):
+        issues.append(ConfigIssue("", f"expected a config object, got {type(raw).__name__}"))
+        return Config({}, {}, Settings())
+    stray = [k for k in raw if k in BLOCK_KEYS] if "tools" not in raw else []
+    for key in stray:
+        issues.append(
+            ConfigIssue(
+                key,
+                "loop-detection fields belong under tools.loopDetection "
+                f"(use {{'tools': {{'loopDetection': {{{key!r}: ...}}}}}}, "
+                "or LoopDetectionConfig.from_dict() for a bare block)",
+            )
+        )
+    tools = mapping(raw.get("tools"), ("tools",), issues) or {}
+    global_block = validate_block(tools.get("loopDetection"), _BLOCK_PATH, issues)
+    agents_raw = mapping(raw.get("agents"), ("agents",), issues) or {}
+    agents: dict[str, _AgentBlock] = {}
+
+    def add(agent_id: Any, entry: Mapping[str, Any], path: PathKey) -> None:
+        entry_tools = mapping(entry.get("tools"), (*path, "tools"), issues) or {}
+        if entry_tools.get("loopDetection") is None:
+            return
+        block_path = (*path, *_BLOCK_PATH)
+        block = validate_block(entry_tools["loopDetection"], block_path, issues)
+        if not isinstance(agent_id, str) or not agent_id.strip():
+            issues.append(
+                ConfigIssue(
+                    format_path((*path, "id")), "an agent with a loopDetection block needs an id"
+                )
+            )
+            return
+        norm = normalize_agent_id(agent_id)
+        if norm in agents:
+            issues.append(
+                ConfigIssue(
+                    format_path(block_path),
+                    f"agent {norm!r} already has a loopDetection block at {agents[norm].path}",
+                )
+            )
+            return
+        agents[norm] = _AgentBlock(block, block_path)
+
+    agent_list = agents_raw.get("list")
+    if agent_list is not None:
+        if not isinstance(agent_list, list):
+            issues.append(ConfigIssue("agents.list", "expected a list of agent objects"))
+        else:
+            for index, entry in enumerate(agent_list):
+                entry_map = mapping(entry, ("agents", "list", index), issues)
+                if entry_map is not None:
+                    add(entry_map.get("id"), entry_map, ("agents", "list", index))
+    entries = mapping(agents_raw.get("entries"), ("agents", "entries"), issues) or {}
+    for agent_id, entry in entries.items():
+        entry_map = mapping(entry, ("agents", "entries", str(agent_id)), issues)
+        if entry_map is not None:
+            add(agent_id, entry_map, ("agents", "entries", str(agent_id)))
+    settings = validate_settings(raw.get("loopwarden"), issues)
+    return Config(global_block, agents, settings, raw=raw)
+
+
+def _parse_path_key(path: str) -> PathKey:
+    parts: list[str | int] = []
+    for piece in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        parts.append(int(piece[1:-1]) if piece.startswith("[") else piece)
+    return tuple(parts)
+
+
+def _with_lines(issues: list[ConfigIssue], text: str, file: str) -> list[ConfigIssue]:
+    from .._json5loc import locate_lines
+
+    lines = locate_lines(text)
+    located = []
+    for issue in issues:
+        key = _parse_path_key(issue.path)
+        line = None
+        while key and line is None:
+            line = lines.get(key)
+            key = key[:-1]
+        located.append(replace(issue, file=file, line=line))
+    return located
+
+
+_JSON5_ERROR = re.compile(r"^<string>:(\d+)\s*(.*)$", re.DOTALL)
+
+
+def _load_text(text: str, file: str) -> Config:
+    import json5
+
+    try:
+        raw = json5.loads(text)
+    except ValueError as exc:
+        match = _JSON5_ERROR.match(str(exc))
+        line = int(match.group(1)) if match else None
+        reason = match.group(2) if match else str(exc)
+        raise ConfigError(
+            [ConfigIssue("", f"not valid JSON5: {reason}", file=file, line=line)]
+        ) from None
+    issues: list[ConfigIssue] = []
+    config = _parse(raw, issues)
+    if issues:
+        raise ConfigError(_with_lines(issues, text, file))
+    config.source = file
+    config._text = text
+    return config
+
+
+ConfigSource = Union[Config, Mapping[str, Any], str, "os.PathLike[str]", None]
+
+
+def load_config(source: ConfigSource) -> Config:
+    """Load a whole config from a JSON5/JSON file path, a mapping, or ``None`` (defaults).
+
+    Raises :class:`ConfigError` listing every problem with its path (and file line).
+    """
+    if isinstance(source, Config):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                [ConfigIssue("", f"cannot read config file: {exc.strerror or exc}", file=str(path))]
+            ) from None
+        except UnicodeDecodeError:
+            raise ConfigError(
+                [ConfigIssue("", "config file is not UTF-8 text", file=str(path))]
+            ) from None
+        return _load_text(text, str(path))
+    issues: list[ConfigIssue] = []
+    config = _parse(source, issues)
+    if issues:
+        raise ConfigError(issues)
+    return config
+
+
+def resolve_config(
+    full_config: Mapping[str, Any] | None, agent_id: str | None = None
+) -> LoopDetectionConfig:
+    """Effective ``tools.loopDetection`` for ``agent_id`` from a whole config mapping."""
+    return load_config(full_config).for_agent(agent_id)

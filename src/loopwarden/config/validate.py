@@ -1,0 +1,196 @@
+"""Checking raw config values: every mistake becomes a :class:`ConfigIssue` with its path.
+
+The checkers collect issues instead of raising, so that one pass reports every
+problem of a file; they return only the keys that are set (``null`` is unset).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import ConfigIssue
+from ..profiles import OutcomeProfile
+from .model import (
+    BLOCK_KEYS,
+    DETECTOR_FIELDS,
+    GUARD_FIELDS,
+    PROFILE_KEYS,
+    SETTINGS_KEYS,
+    PathKey,
+    Settings,
+    format_path,
+)
+
+__all__ = ["mapping", "validate_block", "validate_settings"]
+
+
+def _suggest(key: str, allowed: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown key{hint} Allowed keys: {', '.join(allowed)}"
+
+
+def _positive_int(value: Any, path: PathKey, issues: list[ConfigIssue]) -> int | None:
+    if isinstance(value, bool):
+        pass
+    elif isinstance(value, int) and value >= 1:
+        return value
+    elif isinstance(value, float) and value.is_integer() and value >= 1:
+        return int(value)
+    issues.append(
+        ConfigIssue(format_path(path), f"expected a positive integer (1 or more), got {value!r}")
+    )
+    return None
+
+
+def _bool(value: Any, path: PathKey, issues: list[ConfigIssue]) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    issues.append(ConfigIssue(format_path(path), f"expected true or false, got {value!r}"))
+    return None
+
+
+def mapping(value: Any, path: PathKey, issues: list[ConfigIssue]) -> Mapping[str, Any] | None:
+    """``value`` if it is an object (``None`` when unset or wrong, with an issue)."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return value
+    issues.append(ConfigIssue(format_path(path), f"expected an object, got {type(value).__name__}"))
+    return None
+
+
+def _validate_sub(
+    value: Any, path: PathKey, fields: Mapping[str, str], kind: str, issues: list[ConfigIssue]
+) -> dict[str, Any] | None:
+    block = mapping(value, path, issues)
+    if block is None:
+        return None
+    clean: dict[str, Any] = {}
+    for key, item in block.items():
+        sub = (*path, key)
+        if key not in fields:
+            issues.append(ConfigIssue(format_path(sub), _suggest(str(key), fields)))
+        elif item is not None:
+            checked = (
+                _bool(item, sub, issues) if kind == "bool" else _positive_int(item, sub, issues)
+            )
+            if checked is not None:
+                clean[key] = checked
+    return clean
+
+
+def validate_block(block: Any, path: PathKey, issues: list[ConfigIssue]) -> dict[str, Any]:
+    """Check one loopDetection block; returns only the keys that are set (not null)."""
+    block_map = mapping(block, path, issues)
+    clean: dict[str, Any] = {}
+    if block_map is None:
+        return clean
+    for key, value in block_map.items():
+        sub = (*path, key)
+        if key not in BLOCK_KEYS:
+            issues.append(ConfigIssue(format_path(sub), _suggest(str(key), BLOCK_KEYS)))
+        elif value is None:
+            continue
+        elif key == "enabled":
+            checked = _bool(value, sub, issues)
+            if checked is not None:
+                clean[key] = checked
+        elif key == "detectors":
+            detectors = _validate_sub(value, sub, DETECTOR_FIELDS, "bool", issues)
+            if detectors is not None:
+                clean[key] = detectors
+        elif key == "postCompactionGuard":
+            guard = _validate_sub(value, sub, GUARD_FIELDS, "int", issues)
+            if guard is not None:
+                clean[key] = guard
+        else:
+            number = _positive_int(value, sub, issues)
+            if number is not None:
+                clean[key] = number
+    return clean
+
+
+def _string_list(value: Any, path: PathKey, issues: list[ConfigIssue]) -> list[str]:
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    issues.append(ConfigIssue(format_path(path), "expected a list of non-empty strings"))
+    return []
+
+
+def _validate_profile(value: Any, path: PathKey, issues: list[ConfigIssue]) -> OutcomeProfile:
+    block = mapping(value, path, issues) or {}
+    kwargs: dict[str, Any] = {}
+    for key, item in block.items():
+        sub = (*path, key)
+        if key not in PROFILE_KEYS:
+            issues.append(ConfigIssue(format_path(sub), _suggest(str(key), PROFILE_KEYS)))
+        elif key == "volatileKeys":
+            kwargs["volatile_keys"] = _string_list(item, sub, issues)
+        elif key == "volatilePatterns":
+            patterns = []
+            for index, pattern in enumerate(_string_list(item, sub, issues)):
+                try:
+                    patterns.append(re.compile(pattern))
+                except re.error as exc:
+                    issues.append(
+                        ConfigIssue(
+                            format_path((*sub, index)), f"invalid regular expression: {exc}"
+                        )
+                    )
+            kwargs["volatile_patterns"] = patterns
+        elif item is not None:
+            checked = _bool(item, sub, issues)
+            if checked is not None:
+                kwargs[key] = checked
+    return OutcomeProfile.build(**kwargs)
+
+
+def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
+    """Check the top-level ``loopwarden`` block."""
+    path: PathKey = ("loopwarden",)
+    block = mapping(value, path, issues)
+    if not block:
+        return Settings()
+    kwargs: dict[str, Any] = {}
+    for key, item in block.items():
+        sub = (*path, key)
+        if key not in SETTINGS_KEYS:
+            issues.append(ConfigIssue(format_path(sub), _suggest(str(key), SETTINGS_KEYS)))
+        elif item is None:
+            continue
+        elif key == "sendTools":
+            kwargs["send_tools"] = frozenset(_string_list(item, sub, issues))
+        elif key == "outcomeProfiles":
+            profiles = mapping(item, sub, issues) or {}
+            kwargs["outcome_profiles"] = {
+                str(tool): _validate_profile(spec, (*sub, str(tool)), issues)
+                for tool, spec in profiles.items()
+            }
+        elif key in ("store", "runRecord"):
+            if isinstance(item, str) and item:
+                kwargs["store" if key == "store" else "run_record"] = item
+            else:
+                issues.append(ConfigIssue(format_path(sub), "expected a non-empty string"))
+        elif key == "failMode":
+            if item in ("open", "closed"):
+                kwargs["fail_mode"] = item
+            else:
+                issues.append(
+                    ConfigIssue(format_path(sub), f"expected 'open' or 'closed', got {item!r}")
+                )
+        elif key == "logParams":
+            checked = _bool(item, sub, issues)
+            if checked is not None:
+                kwargs["log_params"] = checked
+        elif key == "stateTtlSeconds":
+            if isinstance(item, (int, float)) and not isinstance(item, bool) and item > 0:
+                kwargs["state_ttl_seconds"] = float(item)
+            else:
+                issues.append(
+                    ConfigIssue(format_path(sub), f"expected a positive number, got {item!r}")
+                )
+    return Settings(**kwargs)
