@@ -35,6 +35,7 @@ def _fields(view: dict[str, object]) -> dict[str, dict[str, object]]:
 
 
 def test_effective_config_with_sources(cli: Run, tmp_path: Path) -> None:
+    """config check shows each agent's effective settings with their sources and lines."""
     path = tmp_path / "openclaw.json5"
     path.write_text(CONFIG)
     done = cli(["config", "check", str(path)])
@@ -80,6 +81,7 @@ def test_effective_config_with_sources(cli: Run, tmp_path: Path) -> None:
 
 
 def test_invalid_config_lists_every_problem(cli: Run, tmp_path: Path) -> None:
+    """config check lists every problem with its line and exits 1; usage errors exit 2."""
     path = tmp_path / "bad.json5"
     path.write_text(
         "{\n  tools: { loopDetection: { warningTreshold: 5, historySize: 0 } },\n"

@@ -148,6 +148,7 @@ class TestPostCompactionGuard:
         assert any(r.levelno == logging.ERROR for r in lw_logs.records)
 
     def test_state_round_trip(self) -> None:
+        """A dumped guard loads into another with the same window and counts."""
         guard = lw.PostCompactionGuard(window_size=3)
         guard.arm()
         observe(guard, "x", {}, "r")
@@ -168,6 +169,7 @@ class TestExceptions:
         assert exc.to_dict()["code"] == "compaction_loop_persisted"
 
     def test_circuit_breaker_tripped(self) -> None:
+        """CircuitBreakerTripped is a LoopAbort with its code and count."""
         exc = lw.CircuitBreakerTripped("stop", tool_name="read", count=30)
         assert isinstance(exc, lw.LoopAbort)
         assert exc.code == "global_circuit_breaker" and exc.count == 30

@@ -18,6 +18,7 @@ def issues_of(exc: pytest.ExceptionInfo[lw.ConfigError]) -> list[str]:
 
 class TestDefaults:
     def test_every_field_has_its_default(self) -> None:
+        """An empty block has OpenClaw's defaults, and so does a missing config."""
         cfg = lw.LoopDetectionConfig.from_dict({})
         assert cfg.enabled is None
         assert (cfg.history_size, cfg.warning_threshold, cfg.critical_threshold) == (30, 10, 20)
@@ -32,6 +33,7 @@ class TestDefaults:
         assert lw.resolve_config({}, "anyone") == cfg
 
     def test_to_dict_round_trip(self) -> None:
+        """The camelCase form of a config builds the same config again."""
         block = {"enabled": True, "historySize": 50, "detectors": {"pingPong": False}}
         cfg = lw.LoopDetectionConfig.from_dict(block)
         assert lw.LoopDetectionConfig.from_dict(cfg.to_dict()) == cfg
@@ -42,6 +44,7 @@ class TestDefaults:
         }
 
     def test_null_counts_as_unset_and_integral_floats_are_ints(self) -> None:
+        """null means unset, and 5.0 is accepted as the integer 5."""
         cfg = lw.LoopDetectionConfig.from_dict(
             {
                 "enabled": None,
@@ -56,6 +59,7 @@ class TestDefaults:
 
 class TestValidation:
     def test_unknown_key_with_suggestion(self) -> None:
+        """A misspelt key is reported with its path and the key it probably meant."""
         with pytest.raises(lw.ConfigError) as exc:
             lw.LoopDetectionConfig.from_dict({"warningTreshold": 5})
         (issue,) = exc.value.issues
@@ -88,6 +92,7 @@ class TestValidation:
     def test_wrong_values_name_their_path(
         self, block: dict[str, Any], path: str, found: str
     ) -> None:
+        """Each wrong value is reported with its full path and what was found."""
         with pytest.raises(lw.ConfigError) as exc:
             lw.LoopDetectionConfig.from_dict(block)
         (issue,) = exc.value.issues
@@ -95,6 +100,7 @@ class TestValidation:
         assert found in issue.message or found in issue.path
 
     def test_all_problems_are_reported_at_once(self) -> None:
+        """Every problem of a config is listed in one error, in file order."""
         with pytest.raises(lw.ConfigError) as exc:
             lw.resolve_config(
                 {
@@ -117,23 +123,27 @@ class TestValidation:
         assert "3 problems" in str(exc.value)
 
     def test_direct_construction_is_validated(self) -> None:
+        """A hand-built config is validated like a loaded one."""
         with pytest.raises(lw.ConfigError):
             lw.LoopDetectionConfig(history_size=0)
         with pytest.raises(lw.ConfigError):
             lw.LoopDetectionConfig(enabled="yes")  # type: ignore[arg-type]
 
     def test_loop_detection_fields_at_the_top_level_are_an_error(self) -> None:
+        """Block fields at the top level are an error that says where they belong."""
         with pytest.raises(lw.ConfigError) as exc:
             lw.load_config({"enabled": True})
         assert "tools.loopDetection" in str(exc.value)
 
     def test_other_openclaw_keys_are_ignored(self) -> None:
+        """The rest of an openclaw.json is left alone."""
         cfg = lw.load_config(
             {"gateway": {"port": 1}, "models": [], "tools": {"exec": {}, "loopDetection": {}}}
         )
         assert cfg.for_agent(None) == lw.LoopDetectionConfig()
 
     def test_loopwarden_settings(self) -> None:
+        """The top-level loopwarden block sets loopwarden's own settings."""
         cfg = lw.load_config(
             {
                 "loopwarden": {
@@ -155,6 +165,7 @@ class TestValidation:
         assert "slack_post" in registry.send_tools and registry.get("Bash") is not None
 
     def test_loopwarden_settings_errors(self) -> None:
+        """Mistakes in the loopwarden block are reported with their paths."""
         with pytest.raises(lw.ConfigError) as exc:
             lw.load_config(
                 {
@@ -175,6 +186,7 @@ class TestValidation:
 
 class TestRepair:
     def test_critical_and_breaker_are_lifted(self, lw_logs: pytest.LogCaptureFixture) -> None:
+        """Thresholds out of order are raised to keep warning < critical < breaker, and logged."""
         cfg = lw.LoopDetectionConfig.from_dict(
             {"warningThreshold": 2, "criticalThreshold": 2, "globalCircuitBreakerThreshold": 3}
         )
@@ -216,6 +228,7 @@ class TestRepair:
         assert ["criticalThreshold 5" in r.getMessage() for r in lw_logs.records] == [True]
 
     def test_repair_runs_on_the_merged_result(self) -> None:
+        """Repair looks at the merged block, not at each side alone."""
         full = {
             "tools": {"loopDetection": {"warningThreshold": 15}},
             "agents": {
@@ -230,6 +243,7 @@ class TestRepair:
         ) == (15, 16, 30)
 
     def test_unknown_tool_threshold_has_no_ordering_rule(self) -> None:
+        """unknownToolThreshold may be any positive value."""
         cfg = lw.LoopDetectionConfig.from_dict({"unknownToolThreshold": 99})
         assert cfg.unknown_tool_threshold == 99 and not cfg.repairs
 
@@ -284,6 +298,7 @@ class TestAgents:
         assert lw.resolve_config(only_global, "a").history_size == 9
 
     def test_agent_null_does_not_clear_global(self) -> None:
+        """An agent's null leaves the global value in place."""
         full = {
             "tools": {"loopDetection": {"enabled": True}},
             "agents": {"list": [{"id": "a", "tools": {"loopDetection": {"enabled": None}}}]},
@@ -291,6 +306,7 @@ class TestAgents:
         assert lw.resolve_config(full, "a").enabled is True
 
     def test_entries_layout_and_id_normalisation(self) -> None:
+        """agents.entries works too, and agent ids match after normalisation."""
         full = {
             "agents": {
                 "entries": {"Research Bot": {"tools": {"loopDetection": {"historySize": 11}}}}
@@ -302,6 +318,7 @@ class TestAgents:
         assert cfg.agent_ids() == ["research-bot"]
 
     def test_duplicate_agents_are_an_error(self) -> None:
+        """Two blocks for one agent are an error naming the first one."""
         full = {
             "agents": {
                 "list": [{"id": "a", "tools": {"loopDetection": {}}}],
@@ -313,6 +330,7 @@ class TestAgents:
         assert "already has a loopDetection block" in str(exc.value)
 
     def test_agent_without_id(self) -> None:
+        """An agent block needs an id; agents without a block are not checked."""
         with pytest.raises(lw.ConfigError) as exc:
             lw.load_config({"agents": {"list": [{"tools": {"loopDetection": {"enabled": True}}}]}})
         assert exc.value.issues[0].path == "agents.list[0].id"
@@ -334,11 +352,13 @@ class TestAgents:
         ],
     )
     def test_normalize_agent_id(self, raw: Any, expected: str) -> None:
+        """Agent ids normalise the way OpenClaw compares them."""
         assert normalize_agent_id(raw) == expected
 
 
 class TestFiles:
     def test_openclaw_json5_file_loads(self, tmp_path: Path) -> None:
+        """A JSON5 openclaw.json with comments and trailing commas loads, cached per agent."""
         path = tmp_path / "openclaw.json"
         path.write_text(
             """// an OpenClaw config
@@ -367,6 +387,7 @@ class TestFiles:
         assert lw.load_config(str(path)).for_agent(None).warning_threshold == 8
 
     def test_errors_name_file_and_line(self, tmp_path: Path) -> None:
+        """Validation errors name the file and the line of the offending key."""
         path = tmp_path / "bad.json5"
         path.write_text(
             """{
@@ -401,6 +422,7 @@ class TestFiles:
         assert "did you mean 'warningThreshold'" in rendered[1]
 
     def test_parse_errors_name_file_and_line(self, tmp_path: Path) -> None:
+        """JSON5 syntax errors name the file and the line."""
         path = tmp_path / "broken.json5"
         path.write_text(
             "{\n  tools: {\n    loopDetection: { enabled: true,, }\n  }\n}\n", encoding="utf-8"
@@ -412,11 +434,13 @@ class TestFiles:
         assert "not valid JSON5" in issue.message
 
     def test_missing_file(self, tmp_path: Path) -> None:
+        """A file that cannot be read is a config error, not a traceback."""
         with pytest.raises(lw.ConfigError) as exc:
             lw.load_config(tmp_path / "nope.json")
         assert "cannot read config file" in str(exc.value)
 
     def test_with_overrides(self) -> None:
+        """Overrides build a new config and are validated; the original is unchanged."""
         cfg = lw.load_config(
             {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 10}}}
         )
@@ -430,6 +454,7 @@ class TestFiles:
 
 class TestOverridesEverywhere:
     def test_all_agents(self) -> None:
+        """Overrides for all agents beat the agents' own blocks."""
         cfg = lw.load_config(
             {
                 "tools": {"loopDetection": {"enabled": True}},

@@ -1,4 +1,8 @@
-"""The runtime guard (SPEC 6 and 7) driving a scripted agent loop end to end."""
+"""The runtime guard (SPEC 6 and 7) driving a scripted agent loop end to end.
+
+The behaviour classes run on every store backend (``@all_stores``), the
+"twice" double included: a store that runs each transaction twice.
+"""
 
 from __future__ import annotations
 
@@ -14,27 +18,23 @@ import pytest
 
 import loopwarden as lw
 from loopwarden.engine.state import RunState
-from tests.core.agentloop import ScriptedAgent
+from loopwarden.stores import Store
+from loopwarden.testing import SMALL_THRESHOLDS, FakeClock, ScriptedAgent, capture_events
+from tests.stores.conftest import all_stores
+from tests.stores.twice import TwiceStore
 
 ON = {"tools": {"loopDetection": {"enabled": True}}}
-SMALL = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-            "unknownToolThreshold": 3,
-        }
-    }
-}
+SMALL = SMALL_THRESHOLDS
 
 
 def poll_job(job: str) -> str:
+    """A tool stuck on one answer."""
     return "pending"
 
 
 class Counter:
+    """A tool whose result changes on every call: progress."""
+
     def __init__(self) -> None:
         self.n = 0
 
@@ -49,10 +49,13 @@ def stuck_agent(config: Any = ON, **guard_kwargs: Any) -> tuple[ScriptedAgent, l
     return ScriptedAgent(guard.run("run-1", session_id="s-1"), {"poll_job": poll_job}), events
 
 
+@all_stores
 class TestEscalation:
-    def test_defaults_warn_at_11_block_at_21_stop_at_31(self) -> None:
+    def test_defaults_warn_at_11_block_at_21_stop_at_31(
+        self, store: Store, clock: FakeClock
+    ) -> None:
         """The SPEC 6.2 escalation with the defaults."""
-        agent, events = stuck_agent()
+        agent, events = stuck_agent(store=store, clock=clock)
         stopped_at = None
         for i in range(1, 40):
             try:
@@ -81,9 +84,9 @@ class TestEscalation:
             ("stop", 30),
         ]
 
-    def test_progressing_loop_never_blocks(self) -> None:
+    def test_progressing_loop_never_blocks(self, store: Store, clock: FakeClock) -> None:
         """Identical calls with changing results only ever warn, bucketed."""
-        guard = lw.LoopGuard(ON)
+        guard = lw.LoopGuard(ON, store=store, clock=clock)
         agent = ScriptedAgent(guard.run(), {"poll_job": Counter()})
         for i in range(100):
             agent.turn([("poll_job", {"job": "42"}, f"c{i}")])
@@ -91,7 +94,9 @@ class TestEscalation:
         assert not any(s.blocked for s in agent.seen)
         assert [i for i, s in enumerate(agent.seen) if s.warned] == [10, 20, 30]
 
-    def test_warning_buckets_follow_the_warning_threshold(self) -> None:
+    def test_warning_buckets_follow_the_warning_threshold(
+        self, store: Store, clock: FakeClock
+    ) -> None:
         """Thresholds below 10 work: notes at 3, 6, 9... (SPEC 9)."""
         config = {
             "tools": {
@@ -103,25 +108,25 @@ class TestEscalation:
                 }
             }
         }
-        guard = lw.LoopGuard(config)
+        guard = lw.LoopGuard(config, store=store, clock=clock)
         agent = ScriptedAgent(guard.run(), {"poll_job": Counter()})
         for i in range(12):
             agent.turn([("poll_job", {"job": "1"}, f"c{i}")])
         assert [i + 1 for i, s in enumerate(agent.seen) if s.warned] == [4, 7, 10]
 
-    def test_stop_is_sticky(self) -> None:
+    def test_stop_is_sticky(self, store: Store, clock: FakeClock) -> None:
         """After the breaker stops a run, every later call is refused the same way."""
-        agent, _ = stuck_agent(SMALL)
+        agent, _ = stuck_agent(SMALL, store=store, clock=clock)
         with pytest.raises(lw.CircuitBreakerTripped):
             for i in range(20):
                 agent.turn([("poll_job", {"job": "42"}, f"c{i}")])
         with pytest.raises(lw.CircuitBreakerTripped):
             agent.run.before_call("something_else", {}, call_id="later")
 
-    def test_blocked_answers_are_not_outcomes(self) -> None:
+    def test_blocked_answers_are_not_outcomes(self, store: Store, clock: FakeClock) -> None:
         """A framework that reports the block answer as a result does not double count."""
         events: list[lw.LoopEvent] = []
-        run = lw.LoopGuard(SMALL, on_event=events.append).run()
+        run = lw.LoopGuard(SMALL, on_event=events.append, store=store, clock=clock).run()
         for i in range(5):
             run.before_call("t", {}, call_id=f"c{i}")
             run.after_call("t", {}, call_id=f"c{i}", result="same")
@@ -132,9 +137,9 @@ class TestEscalation:
         assert len(records) == 6 and records[-1]["veto"] is True
         assert records[-1]["result_hash"] == records[-2]["result_hash"]
 
-    def test_blocked_call_ids_can_be_reused(self) -> None:
+    def test_blocked_call_ids_can_be_reused(self, store: Store, clock: FakeClock) -> None:
         """A blocked call need not be reported back; its id may come again with a real call."""
-        run = lw.LoopGuard(SMALL).run()
+        run = lw.LoopGuard(SMALL, store=store, clock=clock).run()
         for i in range(5):
             run.before_call("t", {}, call_id=f"c{i}")
             run.after_call("t", {}, call_id=f"c{i}", result="same")
@@ -144,7 +149,7 @@ class TestEscalation:
         records = run.snapshot()["records"]
         assert records[-1]["tool_name"] == "other" and records[-1]["result_hash"] is not None
 
-    def test_parallel_calls_pair_by_call_id(self) -> None:
+    def test_parallel_calls_pair_by_call_id(self, store: Store, clock: FakeClock) -> None:
         """Outcomes reported in another order attach to their own calls."""
         # Two tools called side by side every turn alternate in the history, which the
         # ping-pong detector reports (as a warning only); this test is about pairing.
@@ -156,7 +161,7 @@ class TestEscalation:
                 }
             }
         }
-        guard = lw.LoopGuard(config)
+        guard = lw.LoopGuard(config, store=store, clock=clock)
         agent = ScriptedAgent(guard.run(), {"poll_job": poll_job, "counter": Counter()})
         for turn in range(4):
             agent.turn(
@@ -174,8 +179,9 @@ class TestEscalation:
         assert "poll_job" in warned["a3"] and "counter" not in warned["a3"]
         assert "counter" in warned["b3"] and warned["b3"].startswith("progress 4%")
 
-    def test_runs_do_not_share_counts(self) -> None:
-        guard = lw.LoopGuard(SMALL)
+    def test_runs_do_not_share_counts(self, store: Store, clock: FakeClock) -> None:
+        """Each run has its own window; a run resumed by id continues its own counts."""
+        guard = lw.LoopGuard(SMALL, store=store, clock=clock)
         first = ScriptedAgent(guard.run("run-a"), {"poll_job": poll_job})
         second = ScriptedAgent(guard.run("run-b"), {"poll_job": poll_job})
         for i in range(5):
@@ -185,14 +191,15 @@ class TestEscalation:
         resumed = ScriptedAgent(guard.run("run-a"), {"poll_job": poll_job})
         assert resumed.turn([("poll_job", {"job": "1"}, "c6")])[0].blocked is True
 
-    def test_per_agent_config(self) -> None:
+    def test_per_agent_config(self, store: Store, clock: FakeClock) -> None:
+        """Each agent's own block applies to its runs."""
         config = {
             "tools": {"loopDetection": {"enabled": True}},
             "agents": {
                 "list": [{"id": "strict", "tools": {"loopDetection": {"warningThreshold": 2}}}]
             },
         }
-        guard = lw.LoopGuard(config)
+        guard = lw.LoopGuard(config, store=store, clock=clock)
         strict = ScriptedAgent(guard.run(agent_id="Strict"), {"poll_job": Counter()})
         relaxed = ScriptedAgent(guard.run(agent_id="other"), {"poll_job": Counter()})
         for i in range(3):
@@ -203,6 +210,7 @@ class TestEscalation:
 
 class TestEnabledStates:
     def test_enabled_false_does_nothing(self) -> None:
+        """``enabled: false`` turns every guard off: nothing is counted, blocked or stored."""
         guard = lw.LoopGuard({"tools": {"loopDetection": {"enabled": False}}})
         run = guard.run(tools=["poll_job"])
         run.on_compaction()
@@ -213,6 +221,7 @@ class TestEnabledStates:
         assert isinstance(guard.store, lw.MemoryStore) and len(guard.store) == 0
 
     def test_unset_keeps_the_compaction_and_unknown_tool_guards(self) -> None:
+        """Unset ``enabled`` keeps the unknown-tool and post-compaction guards only."""
         guard = lw.LoopGuard({})
         run = guard.run(tools=["poll_job"])
         for i in range(40):
@@ -232,11 +241,12 @@ class TestEnabledStates:
         )
 
 
+@all_stores
 class TestUnknownTools:
-    def test_registered_names(self) -> None:
+    def test_registered_names(self, store: Store, clock: FakeClock) -> None:
         """SPEC 6.4: misses count, a registered call resets, then blocks, then the run stops."""
         events: list[lw.LoopEvent] = []
-        guard = lw.LoopGuard(SMALL, on_event=events.append)
+        guard = lw.LoopGuard(SMALL, on_event=events.append, store=store, clock=clock)
         run = guard.run(tools=["read"])
         assert [run.before_call("ghost", {"i": i}, call_id=f"a{i}").blocked for i in range(3)] == [
             False
@@ -263,18 +273,22 @@ class TestUnknownTools:
         assert exc.value.detector == "unknown_tool_repeat"
         assert next(e.detector for e in events if e.action == "block") == "unknown_tool_repeat"
 
-    def test_not_found_errors_without_registered_names(self) -> None:
+    def test_not_found_errors_without_registered_names(
+        self, store: Store, clock: FakeClock
+    ) -> None:
         """Rule 1: repeated "unknown tool" errors block when detection is on."""
-        guard = lw.LoopGuard(SMALL)
+        guard = lw.LoopGuard(SMALL, store=store, clock=clock)
         agent = ScriptedAgent(guard.run(), {})
         for i in range(3):
             assert not agent.turn([("ghost", {"i": i}, f"c{i}")])[0].blocked
         assert agent.turn([("ghost", {"i": 99}, "c3")])[0].blocked
 
 
+@all_stores
 class TestCompaction:
-    def test_post_compaction_abort(self) -> None:
-        guard = lw.LoopGuard(ON)
+    def test_post_compaction_abort(self, store: Store, clock: FakeClock) -> None:
+        """The same call with the same result right after a compaction ends the run."""
+        guard = lw.LoopGuard(ON, store=store, clock=clock)
         agent = ScriptedAgent(guard.run(), {"poll_job": poll_job})
         agent.turn([("poll_job", {"job": "42"}, "before")])
         agent.run.on_compaction()
@@ -286,8 +300,9 @@ class TestCompaction:
         with pytest.raises(lw.CompactionLoopPersisted):
             agent.run.before_call("poll_job", {"job": "42"}, call_id="p4")
 
-    def test_progress_after_compaction_is_fine(self) -> None:
-        guard = lw.LoopGuard(ON)
+    def test_progress_after_compaction_is_fine(self, store: Store, clock: FakeClock) -> None:
+        """Changing results after a compaction never abort."""
+        guard = lw.LoopGuard(ON, store=store, clock=clock)
         agent = ScriptedAgent(guard.run(), {"poll_job": Counter()})
         agent.run.on_compaction()
         for i in range(6):
@@ -312,6 +327,7 @@ class TestFailures:
             pass
 
     def test_fail_open(self, lw_logs: pytest.LogCaptureFixture) -> None:
+        """A failing store is logged and every call is allowed."""
         run = lw.LoopGuard(ON, store=self.BrokenStore()).run()
         assert run.before_call("t", {}, call_id="1").action == "allow"
         assert run.after_call("t", {}, call_id="1", result="x") is None
@@ -322,11 +338,13 @@ class TestFailures:
         )
 
     async def test_fail_open_async(self) -> None:
+        """The async methods fail open too."""
         run = lw.LoopGuard(ON, store=self.BrokenStore()).run()
         assert (await run.abefore_call("t", {}, call_id="1")).action == "allow"
         assert await run.aafter_call("t", {}, call_id="1", result="x") is None
 
     def test_fail_closed(self) -> None:
+        """Fail-closed blocks the call with a message that says why."""
         config = {**ON, "loopwarden": {"failMode": "closed"}}
         run = lw.LoopGuard(config, store=self.BrokenStore()).run()
         decision = run.before_call("t", {}, call_id="1")
@@ -339,6 +357,8 @@ class TestFailures:
         )
 
     def test_hostile_inputs_never_raise(self) -> None:
+        """Names, params and results that fail on every access never reach the agent as errors."""
+
         class Hostile:
             def __getattr__(self, name: str) -> Any:
                 raise RuntimeError("no attribute access")
@@ -355,6 +375,8 @@ class TestFailures:
             run.after_call("t", params, error=Hostile())
 
     def test_failing_event_callback_is_logged(self, lw_logs: pytest.LogCaptureFixture) -> None:
+        """An event callback that raises is logged, and the guard goes on."""
+
         def explode(event: lw.LoopEvent) -> None:
             raise RuntimeError("callback bug")
 
@@ -369,6 +391,7 @@ class TestFailures:
 
 class TestEvents:
     def test_event_fields_and_log_levels(self, lw_logs: pytest.LogCaptureFixture) -> None:
+        """Events carry the run's identity and counts; warnings log at WARNING, others at ERROR."""
         agent, events = stuck_agent(SMALL, agent_id="bot")
         with pytest.raises(lw.CircuitBreakerTripped):
             for i in range(10):
@@ -403,6 +426,7 @@ class TestEvents:
         assert '"42"' not in lw_logs.text  # raw params never reach the log
 
     def test_run_record(self, tmp_path: Path) -> None:
+        """The run record holds every call, outcome, event and compaction, without raw params."""
         path = tmp_path / "records" / "run.jsonl"
         agent, _ = stuck_agent(SMALL, run_record=path)
         with pytest.raises(lw.CircuitBreakerTripped):
@@ -421,6 +445,7 @@ class TestEvents:
         assert "secret-42" not in path.read_text()
 
     def test_run_record_with_params(self, tmp_path: Path) -> None:
+        """With ``log_params`` the run record keeps raw params and results."""
         path = tmp_path / "run.jsonl"
         run = lw.LoopGuard(ON, run_record=path, log_params=True).run()
         run.before_call("read", {"path": "/etc/hosts"}, call_id="1")
@@ -456,6 +481,7 @@ class TestConcurrency:
         assert len(records) == 400 and all(r["result_hash"] is not None for r in records)
 
     async def test_async_escalation(self) -> None:
+        """The async methods escalate like the sync ones."""
         agent, events = stuck_agent(SMALL)
         with pytest.raises(lw.CircuitBreakerTripped):
             for i in range(20):
@@ -464,6 +490,7 @@ class TestConcurrency:
         assert agent.executed == 5
 
     async def test_concurrent_async_runs(self) -> None:
+        """Concurrent async runs keep separate counts."""
         guard = lw.LoopGuard(SMALL)
 
         async def one(run_id: str) -> int:
@@ -475,29 +502,36 @@ class TestConcurrency:
         assert await asyncio.gather(one("a"), one("b"), one("c")) == [0, 0, 0]
 
 
+@all_stores
 class TestStateSerialisation:
-    def test_round_trip_keeps_behaviour(self) -> None:
-        """A state written out and read back detects exactly like the original."""
-        config = lw.LoopDetectionConfig.from_dict(SMALL["tools"]["loopDetection"])  # type: ignore[index]
-        guard = lw.LoopGuard(config)
+    def test_round_trip_keeps_behaviour(self, store: Store, clock: FakeClock) -> None:
+        """A state written out and read back holds what the original holds and detects alike."""
+        config = lw.LoopDetectionConfig.from_dict(SMALL["tools"]["loopDetection"])
+        guard = lw.LoopGuard(config, store=store, clock=clock)
         run = guard.run("r")
         for i in range(4):
             run.before_call("t", {}, call_id=str(i))
             run.after_call("t", {}, call_id=str(i), result="same")
         run.on_compaction()
-        store = guard.store
-        assert isinstance(store, lw.MemoryStore)
-        state = store.get(run.key)
-        assert state is not None
-        copy = RunState.from_bytes(state.to_bytes(), config)
-        assert [r.to_dict() for r in copy.window] == [r.to_dict() for r in state.window]
-        assert copy.guard.armed and copy.buckets == state.buckets
+
+        def dump(st: RunState) -> Any:
+            return [r.to_dict() for r in st.window], st.buckets, st.guard.dump()
+
+        data = store.transact(run.key, config, lambda st: st.to_bytes())
+        copy = RunState.from_bytes(data, config)
+        assert dump(copy) == store.transact(run.key, config, dump)
+        assert copy.guard.armed
         with pytest.raises(ValueError):
             RunState.from_bytes(b'{"v": 99}', config)
+        # The run goes on from the stored state: the sixth identical call is blocked.
+        assert not run.before_call("t", {}, call_id="4").blocked
+        run.after_call("t", {}, call_id="4", result="same")
+        assert run.before_call("t", {}, call_id="5").blocked
 
 
 class TestRunRecordLines:
     def test_poll_flag_run_end_and_disabling(self, tmp_path: Path) -> None:
+        """Call lines carry the poll flag, runs end with run_end, ``run_record=False`` wins."""
         path = tmp_path / "run.jsonl"
         config = {**ON, "loopwarden": {"runRecord": str(path)}}
         guard = lw.LoopGuard(config)
@@ -511,3 +545,78 @@ class TestRunRecordLines:
         quiet = lw.LoopGuard(config, run_record=False)
         quiet.run("r2").before_call("read", {}, call_id="x")
         assert "r2" not in path.read_text()
+
+
+class TestRetriedTransactions:
+    """A store may run a transaction twice (optimistic concurrency); effects happen once."""
+
+    def test_events_records_and_logs_happen_once(
+        self, tmp_path: Path, lw_logs: pytest.LogCaptureFixture
+    ) -> None:
+        """Every event, run-record line and log line of a run appears once on a twice store."""
+        store = TwiceStore()
+        path = tmp_path / "run.jsonl"
+        guard = lw.LoopGuard(SMALL, store=store, run_record=path)
+        agent = ScriptedAgent(guard.run("r"), {"poll_job": poll_job, "read": lambda p: "same"})
+        with capture_events() as events:
+            agent.turn([("read", {"p": 1}, "before")])
+            agent.run.on_compaction()
+            with pytest.raises(lw.CompactionLoopPersisted):
+                for i in range(3):
+                    agent.turn([("read", {"p": 1}, f"r{i}")])
+            stuck = ScriptedAgent(guard.run("s"), {"poll_job": poll_job})
+            with pytest.raises(lw.CircuitBreakerTripped):
+                for i in range(10):
+                    stuck.turn([("poll_job", {"job": "1"}, f"c{i}")])
+        assert store.runs > 0 and store.runs % 2 == 0  # every function did run twice
+        assert [(e.run_id, e.action, e.count) for e in events] == [
+            ("r", "warn", 3),
+            ("r", "abort", 3),
+            ("s", "warn", 3),
+            ("s", "block", 5),
+            ("s", "block", 6),
+            ("s", "stop", 7),
+        ]
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        calls = [(line["run_id"], line["call_id"]) for line in lines if line["type"] == "call"]
+        assert len(calls) == len(set(calls)) == 4 + 8
+        assert [line["type"] for line in lines].count("run_start") == 2
+        assert [line["type"] for line in lines].count("compaction") == 1
+        messages = [r.getMessage() for r in lw_logs.records]
+        assert messages.count("post-compaction guard armed for 3 attempts") == 1
+        assert sum("post-compaction loop persisted" in m for m in messages) == 1
+
+
+class TestClock:
+    def test_records_and_events_read_the_given_clock(self, tmp_path: Path) -> None:
+        """``LoopGuard(clock=...)`` stamps the window, the events and the run record."""
+        clock = FakeClock(1000.0)
+        path = tmp_path / "run.jsonl"
+        guard = lw.LoopGuard(SMALL, clock=clock, run_record=path)
+        run = guard.run("r")
+        with capture_events() as events:
+            for i in range(4):
+                clock.advance(10)
+                run.before_call("t", {}, call_id=str(i))
+                run.after_call("t", {}, call_id=str(i), result="same")
+        stamps = [r["timestamp"] for r in run.snapshot()["records"]]
+        assert stamps == [1010.0, 1020.0, 1030.0, 1040.0]
+        assert [e.time for e in events] == [1040.0]
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        assert {line["ts"] for line in lines if "ts" in line} == {1010.0, 1020.0, 1030.0, 1040.0}
+
+    def test_idle_runs_expire_by_the_guard_clock(self) -> None:
+        """A run idle for longer than the TTL starts afresh (the default store shares the clock)."""
+        clock = FakeClock()
+        config = {**SMALL, "loopwarden": {"stateTtlSeconds": 60}}
+        guard = lw.LoopGuard(config, clock=clock)
+        run = guard.run("r")
+        for i in range(5):
+            run.before_call("t", {}, call_id=str(i))
+            run.after_call("t", {}, call_id=str(i), result="same")
+        clock.advance(61)
+        store = guard.store
+        assert isinstance(store, lw.MemoryStore)
+        store.expire()
+        assert not run.before_call("t", {}, call_id="5").blocked
+        assert len(run.snapshot()["records"]) == 1

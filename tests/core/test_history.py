@@ -143,6 +143,7 @@ class TestRecording:
             assert hist.detect("read", {"p": 1}) is None
 
     def test_tool_names_are_trimmed(self) -> None:
+        """Tool names are trimmed before they are compared."""
         hist = lw.ToolCallHistory(E)
         hist.record_call("  read ", {})
         assert hist.records[0].tool_name == "read"
@@ -299,6 +300,7 @@ class TestDetectGeneric:
         assert summary(hist.detect("read", {"p": 1})) == ("critical", "generic_repeat", 20)
 
     def test_a_different_outcome_resets_the_streak(self) -> None:
+        """A different outcome starts the no-progress streak over."""
         hist = lw.ToolCallHistory(E)
         for i in range(25):
             pair(hist, "read", {"p": 1}, result="a" if i != 10 else "b", call_id=str(i))
@@ -306,6 +308,7 @@ class TestDetectGeneric:
         assert summary(det) == ("warning", "generic_repeat", 25)
 
     def test_custom_thresholds(self) -> None:
+        """The configured thresholds replace the defaults."""
         hist = history(warningThreshold=3, criticalThreshold=5)
         for i in range(3):
             pair(hist, "read", {"p": 1}, result="same", call_id=str(i))
@@ -414,6 +417,7 @@ class TestUnknownTool:
         assert "exec" in det.message and str(det.count) in det.message
 
     def test_not_gated_by_detector_flags(self) -> None:
+        """The unknown-tool rule works with every detector switched off."""
         hist = history(
             unknownToolThreshold=3,
             detectors={"genericRepeat": False, "knownPollNoProgress": False, "pingPong": False},
@@ -423,6 +427,7 @@ class TestUnknownTool:
         assert summary(hist.detect("ghost", {})) == ("critical", "unknown_tool_repeat", 3)
 
     def test_another_record_breaks_the_streak(self) -> None:
+        """A record of another tool in between breaks the unknown-tool streak."""
         hist = history(unknownToolThreshold=3)
         for i in range(2):
             pair(hist, "ghost", {"i": i}, error="Unknown tool: ghost", call_id=str(i))
@@ -482,6 +487,7 @@ class TestPingPong:
         assert hist.detect("list", {}) is None
 
     def test_checked_call_must_continue_the_alternation(self) -> None:
+        """Only a call that continues the alternation is a ping-pong."""
         hist = lw.ToolCallHistory(E)
         self.alternate(hist, 12)  # ends with list
         assert hist.detect("list", {"dir": "/workspace"}) is None  # repeats the newest call
@@ -595,6 +601,7 @@ class TestCountsNeverExceedTheWindow:
         assert det is not None and det.count == 12
 
     def test_unknown_streak_is_bounded_by_the_window(self) -> None:
+        """The unknown-tool count never exceeds the records in the window."""
         hist = history(historySize=5, unknownToolThreshold=5)
         for i in range(50):
             pair(hist, "ghost", {"i": i}, error="Unknown tool: ghost", call_id=str(i))

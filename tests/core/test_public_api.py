@@ -16,11 +16,13 @@ SPEC_8 = [
 
 
 def test_spec_names_are_exported() -> None:
+    """The SPEC 8 names are importable from the package root."""
     for name in SPEC_8:
         assert name in lw.__all__ and getattr(lw, name) is not None
 
 
 def test_all_is_sorted_and_complete() -> None:
+    """The root __all__ is sorted and every name in it resolves."""
     assert lw.__all__ == sorted(lw.__all__)
     for name in lw.__all__:
         assert getattr(lw, name) is not None, name
@@ -75,6 +77,7 @@ def test_spec_8_usage() -> None:
 
 
 def test_import_is_cheap_and_imports_no_framework() -> None:
+    """Importing loopwarden, its CLI and integrations loads no framework and no heavy module."""
     code = (
         "import sys, loopwarden, loopwarden.cli, loopwarden.integrations;"
         "heavy = {'orjson', 'json5', 'click', 'langchain', 'langchain_core', 'agents',"
@@ -86,6 +89,7 @@ def test_import_is_cheap_and_imports_no_framework() -> None:
 
 
 def test_engine_imports_no_framework() -> None:
+    """Guarding a call loads no framework."""
     code = (
         "import sys, loopwarden as lw; lw.LoopGuard(None).run().before_call('t', {});"
         "fw = {'langchain', 'langchain_core', 'agents', 'pydantic_ai', 'google.adk', 'mcp',"

@@ -30,6 +30,7 @@ def load_quickstart() -> dict[str, Any]:
 
 
 def test_quickstart_stops_a_stuck_agent() -> None:
+    """The README quickstart stops an agent that polls forever."""
     ns = load_quickstart()
     executed: list[str] = []
 
@@ -48,6 +49,7 @@ def test_quickstart_stops_a_stuck_agent() -> None:
 
 
 def test_quickstart_lets_a_healthy_agent_finish() -> None:
+    """The README quickstart lets a progressing agent finish."""
     ns = load_quickstart()
     script = [
         [
@@ -68,6 +70,7 @@ def test_quickstart_lets_a_healthy_agent_finish() -> None:
 
 
 def test_quickstart_blocks_hallucinated_tools() -> None:
+    """The README quickstart blocks a tool that does not exist."""
     ns = load_quickstart()
     script = [[{"name": "web_search", "args": {"q": f"try {i}"}, "id": f"w{i}"}] for i in range(40)]
     messages: list[dict[str, Any]] = []
@@ -81,6 +84,7 @@ def test_quickstart_blocks_hallucinated_tools() -> None:
 
 
 def test_readme_quotes_the_real_messages() -> None:
+    """The messages quoted in the README are the ones the guard writes."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     run = lw.LoopGuard({"tools": {"loopDetection": {"enabled": True}}}).run()
     notes, blocks = [], []
@@ -98,6 +102,7 @@ def test_readme_quotes_the_real_messages() -> None:
 
 
 def test_config_example_loads() -> None:
+    """The README config example loads."""
     raw = json5.loads(snippet("config-example"))
     config = lw.load_config(raw)
     agent = config.for_agent("safe-runner")
@@ -107,6 +112,7 @@ def test_config_example_loads() -> None:
 
 
 def test_readme_table_matches_defaults() -> None:
+    """The README's table of defaults matches the code."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     defaults = lw.LoopDetectionConfig().to_dict()
     for key in (
@@ -138,6 +144,7 @@ def test_snippets_shown_twice_are_identical() -> None:
 
 
 def test_readme_links_exist() -> None:
+    """Every relative link of the README points at a file."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for target in re.findall(r"\]\(((?:docs|examples)/[^)]+)\)", readme):
         assert (ROOT / target).exists(), target

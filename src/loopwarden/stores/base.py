@@ -8,12 +8,22 @@ the guard or a hook, never per call:
   I/O, so callers may use the sync methods from async code;
 * :class:`SideRecords`: small keyed byte records beside run states (coding-agent
   hooks keep a session's transcript position there);
-* :class:`Inspectable`: stored runs can be listed, read and checked (``doctor``,
-  tests).
+* :class:`Inspectable`: stored runs can be listed, read, expired and checked
+  (``doctor``, tests).
 
 The function given to :meth:`Store.transact` must be pure with respect to
 anything outside the state it receives: a backend with optimistic concurrency
-(Redis ``WATCH``/``MULTI``) may run it more than once for one update.
+(Redis ``WATCH``/``MULTI``) may run it more than once for one update, and keep
+only the last run's changes. The runtime guard relies on this: it logs, writes
+run records and emits events only after ``transact`` returns.
+
+============  ==========  ==========  ===========  ===========
+store         InProcess   SideRecords Inspectable  expires runs
+============  ==========  ==========  ===========  ===========
+MemoryStore   yes         no          yes          yes (TTL, LRU)
+LocalStore    yes         no          no           no (one replay)
+SQLiteStore   no          yes         yes          yes (TTL)
+============  ==========  ==========  ===========  ===========
 """
 
 from __future__ import annotations
@@ -101,11 +111,13 @@ class Inspectable(Protocol):
         ...
 
 
-class BaseStore:
-    """Lifecycle shared by the built-in stores: ``with store: ...`` closes it."""
+class BaseStore(Store):
+    """A :class:`Store` base with the lifecycle of the built-in stores: ``with store:`` closes it.
 
-    def close(self) -> None:  # pragma: no cover - every store overrides it
-        raise NotImplementedError
+    A backend subclasses it together with the capabilities it offers, e.g.
+    ``class SQLiteStore(BaseStore, SideRecords, Inspectable)``; type checkers
+    then verify every method the declarations promise.
+    """
 
     def __enter__(self) -> Self:
         return self

@@ -14,18 +14,19 @@ from typing import TypeVar
 
 from ..config import DEFAULT_STATE_TTL_SECONDS, LoopDetectionConfig
 from ..engine.state import RunState
-from .base import BaseStore
+from .base import BaseStore, InProcess, Inspectable
 
 __all__ = ["LocalStore", "MemoryStore"]
 
 T = TypeVar("T")
 
 
-class MemoryStore(BaseStore):
+class MemoryStore(BaseStore, InProcess, Inspectable):
     """Keeps run states in memory; least recently used runs beyond ``max_runs`` are dropped.
 
     Thread-safe: one lock serialises updates. The update functions are pure CPU
-    work of a few microseconds, so the lock is never held across I/O.
+    work of a few microseconds, so the lock is never held across I/O. Runs idle
+    for ``ttl_seconds`` by ``clock`` are dropped as the store is used.
     """
 
     def __init__(
@@ -97,8 +98,25 @@ class MemoryStore(BaseStore):
             state.detached = True
 
     def get(self, key: str) -> RunState | None:
+        """The live state of ``key``, or ``None``."""
         with self._lock:
             return self._states.get(key)
+
+    def load(self, key: str, config: LoopDetectionConfig) -> RunState | None:
+        """The live state of ``key``, or ``None`` (``config`` is not needed in memory)."""
+        return self.get(key)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return sorted(self._states)
+
+    def expire(self, now: float | None = None) -> None:
+        """Drop runs idle for longer than the TTL now (normally done on the side)."""
+        with self._lock:
+            self._expire(self.clock() if now is None else now)
+
+    def check(self) -> None:
+        """Nothing to check: memory is always usable."""
 
     def delete(self, key: str) -> None:
         with self._lock:
@@ -116,7 +134,7 @@ class MemoryStore(BaseStore):
         self.clear()
 
 
-class LocalStore(BaseStore):
+class LocalStore(BaseStore, InProcess):
     """A store for one thread: a plain dict, no lock, no LRU, no expiry.
 
     For callers that end every run they start (trace replay), where the

@@ -33,8 +33,8 @@ from urllib.parse import parse_qs, unquote
 
 from ..config import DEFAULT_STATE_TTL_SECONDS, LoopDetectionConfig
 from ..engine.state import RunState
-from ..errors import StoreError
-from .base import BaseStore
+from ..errors import ConfigError, StoreError
+from .base import BaseStore, Inspectable, SideRecords
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "default_state_path"]
 
@@ -91,7 +91,7 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-class SQLiteStore(BaseStore):
+class SQLiteStore(BaseStore, SideRecords, Inspectable):
     """Run states in one SQLite file, safe for many processes and threads.
 
     Args:
@@ -99,6 +99,7 @@ class SQLiteStore(BaseStore):
             Missing parent directories are created.
         ttl_seconds: runs idle for longer than this are deleted (default one day).
         busy_timeout: seconds to wait for another process's write transaction.
+        clock: seconds since the epoch, for expiry (default :func:`time.time`).
 
     Each thread gets its own connection (sqlite3 connections must not be
     shared between threads), opened on first use; a forked child opens its own.
@@ -110,10 +111,12 @@ class SQLiteStore(BaseStore):
         *,
         ttl_seconds: float | None = None,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path).expanduser() if path is not None else default_state_path()
         self.ttl_seconds = ttl_seconds if ttl_seconds is not None else DEFAULT_STATE_TTL_SECONDS
         self.busy_timeout = busy_timeout
+        self.clock = clock
         self._local = threading.local()
         self._lock = threading.Lock()
         # thread ident -> connection, so close() reaches every thread's connection.
@@ -125,23 +128,25 @@ class SQLiteStore(BaseStore):
     @classmethod
     def from_url(cls, url: str, *, ttl_seconds: float | None = None) -> SQLiteStore:
         """``sqlite:///abs/path.db``, ``sqlite://relative.db``, ``sqlite://~/x.db``, or
-        ``sqlite://`` for the default location; ``?busy_timeout=SECONDS`` is accepted."""
+        ``sqlite://`` for the default location; ``?busy_timeout=SECONDS`` is accepted.
+
+        A malformed URL raises :class:`~loopwarden.errors.ConfigError`."""
         scheme, sep, rest = url.partition("://")
         if scheme != "sqlite" or not sep:
-            raise StoreError(f"not a sqlite:// URL: {url!r}")
+            raise ConfigError(f"not a sqlite:// URL: {url!r}")
         rest, _, query = rest.partition("?")
         options = parse_qs(query, keep_blank_values=True)
         busy = DEFAULT_BUSY_TIMEOUT
         unknown = sorted(set(options) - {"busy_timeout"})
         if unknown:
-            raise StoreError(
+            raise ConfigError(
                 f"unknown option {unknown[0]!r} in store URL {url!r} (known: busy_timeout)"
             )
         if "busy_timeout" in options:
             try:
                 busy = float(options["busy_timeout"][-1])
             except ValueError:
-                raise StoreError(
+                raise ConfigError(
                     f"busy_timeout in store URL {url!r} must be a number of seconds"
                 ) from None
         path_text = unquote(rest)
@@ -337,7 +342,7 @@ class SQLiteStore(BaseStore):
             created = state is None
             if state is None:
                 state = RunState.new(config)
-            now = time.time()
+            now = self.clock()
             state.updated = now
             result = fn(state)
             conn.execute(
@@ -413,7 +418,7 @@ class SQLiteStore(BaseStore):
         try:
             self._wait(conn, "BEGIN IMMEDIATE")
             try:
-                stamp = time.time() if now is None else now
+                stamp = self.clock() if now is None else now
                 while True:
                     before = conn.total_changes
                     self._expire(conn, stamp)
@@ -439,7 +444,7 @@ class SQLiteStore(BaseStore):
                 if row is not None:
                     conn.execute("DELETE FROM kv WHERE key = ?", (key,))
             else:
-                now = time.time()
+                now = self.clock()
                 conn.execute(
                     "INSERT OR REPLACE INTO kv (key, value, updated) VALUES (?, ?, ?)",
                     (key, new, now),

@@ -1,0 +1,13 @@
+"""The store matrix of ``tests/stores`` for the guard's behaviour tests."""
+
+from __future__ import annotations
+
+from tests.stores.conftest import (  # noqa: F401 - fixtures are found by name
+    fixture_clock,
+    fixture_local_store,
+    fixture_memory_store,
+    fixture_sqlite_path,
+    fixture_sqlite_store,
+    fixture_store,
+    fixture_twice_store,
+)
