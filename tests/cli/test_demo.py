@@ -8,16 +8,14 @@ import pty
 import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from .conftest import ROOT, Run, _env, no_traceback, replay_json
 
 
 def test_demo_shows_the_escalation(cli: Run) -> None:
-    start = time.monotonic()
+    """Both acts show what the model sees: notes, blocks, the breaker and the abort."""
     done = cli(["demo", "--no-delay"])
-    assert time.monotonic() - start < 15
     no_traceback(done)
     assert done.returncode == 0
     out = done.stdout
@@ -40,6 +38,7 @@ def test_demo_shows_the_escalation(cli: Run) -> None:
 
 
 def test_demo_record_replays_to_the_same_decisions(cli: Run, tmp_path: Path) -> None:
+    """The demo's run record, replayed as the demo suggests, gives the live decisions."""
     record = tmp_path / "demo.jsonl"
     done = cli(["demo", "--no-delay", "--record", str(record)])
     assert done.returncode == 0, done.stderr
@@ -67,10 +66,9 @@ def test_demo_record_replays_to_the_same_decisions(cli: Run, tmp_path: Path) -> 
     assert bad.returncode == 2 and "cannot write" in bad.stderr
 
 
-def _run_on_pty(args: list[str], timeout: float = 30) -> tuple[int, str, float]:
+def _run_on_pty(args: list[str], timeout: float = 30) -> tuple[int, str]:
     """Run ``python -m loopwarden ARGS`` with stdout and stderr on a pseudo-terminal."""
     master, slave = pty.openpty()
-    start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "loopwarden", *args],
         stdin=subprocess.DEVNULL,
@@ -95,15 +93,15 @@ def _run_on_pty(args: list[str], timeout: float = 30) -> tuple[int, str, float]:
         chunks.append(chunk)
     code = proc.wait(timeout=timeout)
     os.close(master)
-    return code, b"".join(chunks).decode("utf-8", "replace"), time.monotonic() - start
+    return code, b"".join(chunks).decode("utf-8", "replace")
 
 
 def test_demo_and_replay_on_a_terminal(tmp_path: Path) -> None:
-    code, out, seconds = _run_on_pty(["demo"])
+    """On a terminal the demo and replay use colour, and replay shows its progress."""
+    code, out = _run_on_pty(["demo"])
     assert code == 0
     assert "\x1b[" in out  # colour on a terminal
     assert "CircuitBreakerTripped" in out and "CompactionLoopPersisted" in out
-    assert seconds < 12  # short pauses between steps, the whole show stays brief
 
     # replay on a terminal: coloured text; with the report in a file, a progress bar on stderr
     big = tmp_path / "big.jsonl"
@@ -124,11 +122,11 @@ def test_demo_and_replay_on_a_terminal(tmp_path: Path) -> None:
                     )
                 )
     big.write_text("\n".join(lines) + "\n")
-    code, out, _ = _run_on_pty(
+    code, out = _run_on_pty(
         ["replay", str(big), "--loops-only", "--progress", "-o", str(tmp_path / "r.txt")]
     )
     assert code == 0
     assert "replaying" in out and "100%" in out
     assert "Summary: 400 runs, 10000 calls" in (tmp_path / "r.txt").read_text()
-    code, out, _ = _run_on_pty(["replay", str(ROOT / "examples" / "traces" / "codex")])
+    code, out = _run_on_pty(["replay", str(ROOT / "examples" / "traces" / "codex")])
     assert code == 0 and "\x1b[" in out and "ABORTED" in out

@@ -87,45 +87,48 @@ def _call_text(tool: str, params: dict[str, Any]) -> str:
     return f"{tool}({args})"
 
 
-class _ScriptedAgent:
-    """A fake agent run: the model's calls come from a script; tools are small fakes."""
+class _Scene:
+    """One act: the scripted model's calls go through a real run guard; this prints them."""
 
     def __init__(self, guard: Any, printer: _Printer, run_id: str, tools: dict[str, Any]) -> None:
-        self.run = guard.run(run_id, session_id="demo", tools=list(tools))
+        from ..testing import ScriptedAgent
+
         self.p = printer
-        self.tools = tools
+        self.agent = ScriptedAgent(
+            guard.run(run_id, session_id="demo", tools=list(tools)),
+            tools,
+            render=_result_text,
+            on_run=lambda seen: self.p.line(f"      ran → {seen.text}"),
+        )
         self.step = 0
-        self.executed = 0
-        self.blocked = 0
 
-    def call(self, tool: str, params: dict[str, Any]) -> str:
+    @property
+    def run(self) -> Any:
+        return self.agent.run
+
+    @property
+    def blocked(self) -> int:
+        return sum(seen.blocked for seen in self.agent.seen)
+
+    def call(self, tool: str, params: dict[str, Any]) -> None:
         """One tool call as an integration makes it. Raises LoopAbort when the run ends."""
-        from ..integrations._base import append_note
-
         s = self.p.s
         self.step += 1
-        call_id = f"call_{self.step}"
         self.p.line(
             f"  {s(f'#{self.step:<2}', dim=True)} model → {s(_call_text(tool, params), bold=True)}"
         )
-        decision = self.run.before_call(tool, params, call_id=call_id)  # may raise (stop)
-        if decision.blocked:
-            self.blocked += 1
+        seen = self.agent.call(tool, params, f"call_{self.step}")  # may raise (stop, abort)
+        if seen.blocked:
             self.p.line(f"      {s('BLOCKED', fg='red', bold=True)} — not executed")
-            self.p.block("model gets (error):", decision.message or "", "red")
-            self.p.pause()
-            return decision.message or ""
-        result = self.tools[tool](**params)
-        self.executed += 1
-        text = result if isinstance(result, str) else json.dumps(result)
-        self.p.line(f"      ran → {text}")
-        note = self.run.after_call(tool, params, call_id=call_id, result=result)  # may raise
-        if note:
+            self.p.block("model gets (error):", seen.text, "red")
+        elif seen.note:
             # The integration appends the note to the result the model reads.
-            self.p.block("model also reads:", note, "yellow")
-            text = append_note(text, note)
+            self.p.block("model also reads:", seen.note, "yellow")
         self.p.pause()
-        return text
+
+
+def _result_text(result: Any) -> str:
+    return result if isinstance(result, str) else json.dumps(result)
 
 
 def _act_one(guard: Any, p: _Printer) -> None:
@@ -147,7 +150,7 @@ def _act_one(guard: Any, p: _Printer) -> None:
     def read_file(path: str) -> str:
         return "service: shop\nreplicas: 3".replace("\n", "; ")
 
-    agent = _ScriptedAgent(
+    agent = _Scene(
         guard,
         p,
         "demo-act-1",
@@ -167,7 +170,8 @@ def _act_one(guard: Any, p: _Printer) -> None:
         p.block("the run ends:", exc.message, "red")
         p.line()
         p.line(
-            f"  The model asked for {agent.step} calls: {agent.executed} ran, {agent.blocked} were "
+            f"  The model asked for {agent.step} calls: {agent.agent.executed} ran, "
+            f"{agent.blocked} were "
             f"blocked, and call {agent.step} tripped the circuit breaker, which ended the run."
         )
     agent.run.end()
@@ -185,7 +189,7 @@ def _act_two(guard: Any, p: _Printer) -> None:
     def read_file(path: str) -> str:
         return "step 7/9: RUN pip install -r requirements.txt (waiting for lock)"
 
-    agent = _ScriptedAgent(guard, p, "demo-act-2", {"read_file": read_file})
+    agent = _Scene(guard, p, "demo-act-2", {"read_file": read_file})
     try:
         agent.call("read_file", {"path": "build.log"})
         agent.call("read_file", {"path": "build.log"})
