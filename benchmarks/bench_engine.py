@@ -8,6 +8,11 @@ Prints microseconds per tool call (check + record call + record outcome through
 * the hashing floor: ``sha256(json.dumps(x, sort_keys=True, separators=(",", ":")))``
   of the same params and the same result with the standard library, nothing else.
 
+``--frames`` also counts the loopwarden frames (Python functions entered in the
+package) and store transactions of one allowed call (check and outcome) and one
+blocked call (check), on the memory and the SQLite store: the work that does
+not show in hashing.
+
 Run: ``python benchmarks/bench_engine.py`` (a benchmark, not a test).
 """
 
@@ -17,11 +22,16 @@ import argparse
 import gc
 import hashlib
 import json
+import logging
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import loopwarden as lw
 
@@ -180,6 +190,70 @@ def report(results: dict[str, float], unit: str) -> None:
     )
 
 
+def count_frames(fn: Callable[[], object]) -> tuple[int, int]:
+    """Python frames entered in loopwarden's code while ``fn`` runs, and store transactions."""
+    root = os.path.dirname(lw.__file__)
+    frames = transactions = 0
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal frames, transactions
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            frames += 1
+            transactions += frame.f_code.co_name == "transact"
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return frames, transactions
+
+
+def frames() -> None:
+    """One allowed call (check and outcome) and one blocked call (check), per store."""
+    logging.disable(logging.CRITICAL)  # the blocked call logs; that is not what is counted
+    config = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "warningThreshold": 3,
+                "criticalThreshold": 5,
+                "globalCircuitBreakerThreshold": 50,
+            }
+        }
+    }
+    print(f"{'store':8} {'allowed call':>22} {'blocked call':>22}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, url in (("memory", "memory://"), ("sqlite", f"sqlite://{tmp}/lw.db")):
+            guard = lw.LoopGuard(config, store=url)
+            run = guard.run("r")
+            for i in range(10):  # a run in progress, not a fresh one
+                run.before_call("read", {"p": i}, call_id=f"w{i}")
+                run.after_call("read", {"p": i}, call_id=f"w{i}", result=i)
+            ids = iter(range(10**6))
+
+            def allowed(run: lw.RunGuard = run, ids: Any = ids) -> None:
+                n = next(ids)
+                assert run.before_call("read", {"n": n}, call_id=f"a{n}").action == "allow"
+                run.after_call("read", {"n": n}, call_id=f"a{n}", result="r")
+
+            def blocked(run: lw.RunGuard = run, ids: Any = ids) -> None:
+                assert (
+                    run.before_call("poll", {"job": 1}, call_id=f"b{next(ids)}").action == "block"
+                )
+
+            allowed()
+            ok = count_frames(allowed)
+            for i in range(5):
+                run.before_call("poll", {"job": 1}, call_id=f"p{i}")
+                run.after_call("poll", {"job": 1}, call_id=f"p{i}", result="same")
+            blocked()
+            no = count_frames(blocked)
+            row = "{:8} {:>7} frames, {} tx {:>10} frames, {} tx"
+            print(row.format(name, ok[0], ok[1], no[0], no[1]))
+            guard.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5_000)
@@ -188,8 +262,15 @@ def main() -> None:
     parser.add_argument(
         "--instructions", action="store_true", help="also count instructions per call with valgrind"
     )
+    parser.add_argument(
+        "--frames", action="store_true", help="count loopwarden frames per call instead"
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)  # one case, once (valgrind child)
     args = parser.parse_args()
+
+    if args.frames:
+        frames()
+        return
 
     if args.case:
         # Same set-up whatever --calls is, so that only the measured calls differ.

@@ -2,15 +2,20 @@
 
 ::
 
-    LoopwardenError
-    ├── ConfigError          a config file or mapping is invalid (path, line, fix)
-    ├── StoreError           a state store failed (only surfaces when fail-closed)
-    └── LoopAbort            a deliberate end of the agent run
-        ├── CircuitBreakerTripped     code "global_circuit_breaker"
-        └── CompactionLoopPersisted   code "compaction_loop_persisted"
+    Exception
+    └── LoopwardenError                  base of every exception loopwarden raises on purpose
+        ├── ConfigError (+ ValueError)   a config or a store URL is invalid: .issues, each a
+        │                                ConfigIssue with its path, file line and what to fix
+        ├── StoreError                   a state store failed: .original; the guard logs it
+        │                                and allows the call, or blocks it when fail-closed
+        └── LoopAbort                    the guard ended the run on purpose: .code, .tool_name,
+            │                            .count, .detector, .message; to_dict()
+            ├── CircuitBreakerTripped     code "global_circuit_breaker"
+            └── CompactionLoopPersisted   code "compaction_loop_persisted"
 
 ``LoopAbort`` and its subclasses are control flow: integrations let them
-propagate so that the framework ends the run.
+propagate so that the framework ends the run. A missing optional framework is
+a plain ``ImportError`` that names the extra to install.
 """
 
 from __future__ import annotations

@@ -1,0 +1,281 @@
+"""One SQLite file: per-thread connections, schema migrations, lock waits, clear errors.
+
+:class:`SQLiteFile` is the part of :class:`~loopwarden.stores.sqlite.SQLiteStore`
+that knows files and connections, not runs:
+
+* each thread gets its own connection (sqlite3 connections must not be shared
+  between threads), opened on first use; a forked child opens its own;
+* WAL mode, so readers never wait for the writer and a killed process leaves
+  the database consistent (its open transaction simply never happened);
+* a versioned schema (``PRAGMA user_version``) with ordered migrations;
+* every SQLite failure becomes a :class:`~loopwarden.errors.StoreError` that
+  names the file and says what to do about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from .._logging import logger
+from ..errors import StoreError
+
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteFile", "default_state_path"]
+
+SCHEMA_VERSION = 1
+
+# Ordered migrations: target version -> statements taking the schema there from
+# the version before. A new version appends an entry; old files are upgraded in
+# one transaction when they are opened.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "CREATE TABLE IF NOT EXISTS runs ("
+        " key TEXT PRIMARY KEY, state BLOB NOT NULL, updated REAL NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS runs_updated ON runs(updated)",
+        # Small side records (e.g. a hook session's transcript offset), same expiry.
+        "CREATE TABLE IF NOT EXISTS kv ("
+        " key TEXT PRIMARY KEY, value BLOB NOT NULL, updated REAL NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS kv_updated ON kv(updated)",
+    ),
+}
+
+DEFAULT_BUSY_TIMEOUT = 5.0
+
+
+def default_state_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where the state database lives when no path is given.
+
+    ``$XDG_DATA_HOME/loopwarden/state.db``, else ``~/.local/share/loopwarden/state.db``;
+    ``~/Library/Application Support/loopwarden/state.db`` on macOS and
+    ``%LOCALAPPDATA%\\loopwarden\\state.db`` on Windows.
+    """
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    xdg = env.get("XDG_DATA_HOME")
+    if xdg and os.path.isabs(xdg):
+        base = Path(xdg)
+    elif sys.platform == "darwin":
+        base = home / "Library" / "Application Support"
+    elif os.name == "nt":
+        base = Path(env.get("LOCALAPPDATA") or home / "AppData" / "Local")
+    else:
+        base = home / ".local" / "share"
+    return base / "loopwarden" / "state.db"
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+class SQLiteFile:
+    """Connections to one database file, safe across threads and forks."""
+
+    def __init__(self, path: Path, busy_timeout: float) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        # thread ident -> connection, so close() reaches every thread's connection.
+        self._conns: dict[int, sqlite3.Connection] = {}
+        self._pid = os.getpid()
+        self._closed = False
+
+    def error(self, action: str, exc: BaseException) -> StoreError:
+        """A StoreError that names the file and says what to do about it."""
+        text = _describe(exc)
+        low = text.lower()
+        if "not a database" in low or "malformed" in low or "corrupt" in low:
+            hint = (
+                "the file is corrupt or is not a SQLite database; move it away or delete it "
+                "and loopwarden will create a new one"
+            )
+        elif "unable to open" in low or "readonly" in low or "read-only" in low:
+            hint = (
+                "check that the directory exists and is writable, or point loopwarden at "
+                "another file (LOOPWARDEN_STATE or loopwarden.store)"
+            )
+        elif "locked" in low or "busy" in low:
+            hint = (
+                f"another process held a write lock for more than {self.busy_timeout:g} s; "
+                "raise busy_timeout in the store URL if this machine is very slow"
+            )
+        elif isinstance(exc, OSError):
+            hint = (
+                "check that the directory can be created and written, or point loopwarden at "
+                "another file (LOOPWARDEN_STATE or loopwarden.store)"
+            )
+        else:
+            hint = "see the loopwarden log for details"
+        return StoreError(
+            f"loopwarden state database {self.path}: could not {action} ({text}); {hint}", exc
+        )
+
+    def connection(self) -> sqlite3.Connection:
+        local = self._local
+        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        pid = os.getpid()
+        if conn is not None and local.pid == pid:
+            return conn
+        if self._closed:
+            raise StoreError(f"loopwarden state database {self.path}: the store is closed")
+        if pid != self._pid:
+            # A forked child must not touch the parent's connections (SQLite forbids
+            # carrying them across fork); forget them without closing.
+            with self._lock:
+                self._conns = {}
+                self._pid = pid
+        conn = self._open()
+        local.conn, local.pid = conn, pid
+        with self._lock:
+            self._conns[threading.get_ident()] = conn
+            if len(self._conns) > 8:
+                self._drop_dead_threads()
+        return conn
+
+    def _drop_dead_threads(self) -> None:
+        alive = {t.ident for t in threading.enumerate()}
+        for ident in [i for i in self._conns if i not in alive]:
+            with contextlib.suppress(sqlite3.Error):
+                self._conns.pop(ident).close()
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise self.error("create its directory", exc) from None
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=0,  # see _wait: polling beats SQLite's own busy handler here
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,  # one thread uses it; close() may run elsewhere
+            )
+        except sqlite3.Error as exc:
+            raise self.error("open the file", exc) from None
+        try:
+            self._setup(conn)
+        except StoreError:
+            conn.close()
+            raise
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self.error("open the file", exc) from None
+        return conn
+
+    def wait(
+        self, conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()
+    ) -> sqlite3.Cursor:
+        """Run ``sql``, retrying while another connection holds the lock it needs.
+
+        SQLite's own busy handler sleeps 1, 2, 5, 10, ... 100 ms between tries, but a
+        run update holds the write lock for well under a millisecond: short jittered
+        polls let contending hook processes through several times faster.
+        """
+        try:
+            return conn.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.0002
+        while True:
+            time.sleep(delay * (0.5 + random.random()))
+            try:
+                return conn.execute(sql, params)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() > deadline:
+                    raise
+            delay = min(delay * 1.5, 0.02)
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        # Switching a new file to WAL needs a moment of exclusive access.
+        self.wait(conn, "PRAGMA journal_mode = WAL")
+        # NORMAL is durable across application crashes in WAL mode; only a power
+        # loss can drop the last few commits, which costs a few counted calls.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        # Another connection may be creating the schema right now (a fresh file
+        # opened by several threads or processes at once): wait for it too.
+        version = self.wait(conn, "PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            self._migrate(conn)
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        self.wait(conn, "BEGIN IMMEDIATE")
+        try:
+            # Read again under the write lock: another process may have migrated.
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"loopwarden state database {self.path} has schema version {version}, "
+                    f"newer than this loopwarden supports ({SCHEMA_VERSION}); upgrade "
+                    "loopwarden or use another file"
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[target]:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+
+    def schema_version(self) -> int:
+        """The schema version of the file (after opening, i.e. after any migration)."""
+        try:
+            row = self.connection().execute("PRAGMA user_version").fetchone()
+        except sqlite3.Error as exc:
+            raise self.error("read the schema version", exc) from None
+        return int(row[0])
+
+    @contextlib.contextmanager
+    def immediate(self, what: str) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed if the block ends normally, else rolled back.
+
+        SQLite errors become :class:`StoreError` saying what could not be done.
+        """
+        conn = self.connection()
+        try:
+            self.wait(conn, "BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self.error("start a transaction", exc) from None
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            rollback(conn)
+            raise self.error(what, exc) from None
+        except BaseException:
+            rollback(conn)
+            raise
+
+    def close(self) -> None:
+        """Close every connection opened (in this process)."""
+        with self._lock:
+            conns, self._conns = self._conns, {}
+            self._closed = True
+        if self._pid != os.getpid():
+            return
+        for conn in conns.values():
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        logger.debug("loopwarden could not roll back a state transaction", exc_info=True)
