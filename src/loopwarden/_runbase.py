@@ -23,6 +23,7 @@ from .engine.state import RunState
 from .errors import LoopAbort
 from .events import LoopEvent, emit
 from .hashing import Outcome, hash_outcome, is_known_poll
+from .runrecord import CALL, COMPACTION, OUTCOME, RUN_START
 
 if TYPE_CHECKING:
     from .guard import LoopGuard
@@ -122,9 +123,10 @@ class RunBase:
         if record is not None:
             if step.started:
                 config = self.config.to_dict()
-                record.run_start(now, self.run_id, self.session_id, self.agent_id, config)
+                record.line(RUN_START, now, self.run_id, self.session_id, self.agent_id, config)
             action = step.decision.action if stop is None else "stop"
-            record.call(now, self.run_id, call_id, tool, sig, poll, params, action)
+            raw = record.raw(params)
+            record.line(CALL, now, self.run_id, call_id, tool, sig, poll, raw, action)
         if step.event is not None:
             emit((self._event(step, tool, call_id, now),), self.guard.sinks)
         if stop is not None:
@@ -138,10 +140,8 @@ class RunBase:
             write_line(step.log)
         record = self._record
         if record is not None and step.recorded:
-            unknown = out.unknown_tool_name
-            record.outcome(
-                now, self.run_id, call_id, tool, sig, out.hash, out.is_error, unknown, raw
-            )
+            details = (out.hash, out.is_error, out.unknown_tool_name, record.raw(raw))
+            record.line(OUTCOME, now, self.run_id, call_id, tool, sig, *details)
         stop = step.stop
         if stop is not None:
             emit((self._event(step, tool, call_id, now),), self.guard.sinks)
@@ -152,7 +152,7 @@ class RunBase:
         if line is not None:
             write_line(line)
         if self._record is not None:
-            self._record.compaction(self._clock(), self.run_id)
+            self._record.line(COMPACTION, self._clock(), self.run_id)
 
     def _event(self, step: Step, tool: str, call_id: str | None, now: float) -> LoopEvent:
         det, stop = step.decision.detection, step.stop

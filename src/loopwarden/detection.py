@@ -7,25 +7,7 @@ from __future__ import annotations
 
 import warnings
 
-from .engine.detect import (
-    GENERIC_REPEAT,
-    GLOBAL_CIRCUIT_BREAKER,
-    KNOWN_POLL_NO_PROGRESS,
-    PING_PONG,
-    UNKNOWN_TOOL_REPEAT,
-    Detection,
-    detect_in_window,
-)
-
-__all__ = [
-    "GENERIC_REPEAT",
-    "GLOBAL_CIRCUIT_BREAKER",
-    "KNOWN_POLL_NO_PROGRESS",
-    "PING_PONG",
-    "UNKNOWN_TOOL_REPEAT",
-    "Detection",
-    "detect_in_window",
-]
+from .engine.detect import *  # noqa: F403 - the whole old module, moved
 
 warnings.warn(
     "loopwarden.detection is deprecated and will be removed in the next release; "

@@ -37,7 +37,7 @@ from .engine.state import RunState
 from .events import EventSink
 from .hashing import MISSING, Outcome
 from .profiles import ProfileRegistry
-from .runrecord import JsonlRunRecord
+from .runrecord import RUN_END, JsonlRunRecord
 from .stores import InProcess, MemoryStore, Store, store_from_url
 
 __all__ = ["Decision", "LoopGuard", "RunGuard", "block_result"]
@@ -171,7 +171,7 @@ class RunGuard(RunBase):
             logger.exception("loopwarden could not delete state of run %s", self.run_id)
         self._state = None
         if self._record is not None:
-            self._record.run_end(self._clock(), self.run_id)
+            self._record.line(RUN_END, self._clock(), self.run_id)
 
     def before_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
         """Check a call the model wants to make. Raises :class:`CircuitBreakerTripped` to stop."""

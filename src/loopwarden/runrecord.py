@@ -2,12 +2,23 @@
 
 ``LoopGuard(run_record=PATH)`` appends one JSON object per line; ``loopwarden
 replay`` reads them back (:mod:`loopwarden.traces.loopwarden`). Every line has
-a ``type`` and a ``run_id``; the fields per type are the ``*Line`` types below.
-Calls and outcomes carry the hashes the live guard computed, so a replay never
-needs the raw params, which are written only with ``log_params=True``.
+a ``type`` and the fields :data:`FIELDS` lists for it, in that order:
 
-Lines are written with one ``write`` in append mode, so several processes can
-share a file; their runs interleave.
+==============  ==============================================================
+``run_start``   the run's first call: ``session_id``, ``agent_id`` and the
+                effective ``config`` block (camelCase)
+``call``        a call and the guard's ``decision`` (allow, warn, block, stop);
+                ``params`` only with ``log_params``
+``outcome``     an allowed call's ``outcome_hash``, ``is_error``, the
+                ``unknown_tool`` its error names; ``result`` only with ``log_params``
+``compaction``  the runner compacted the context (the post-compaction guard armed)
+``event``       a :class:`~loopwarden.events.LoopEvent` (``LoopEvent.to_dict()``)
+``run_end``     the run ended
+==============  ==============================================================
+
+Calls and outcomes carry the hashes the live guard computed, so a replay never
+needs the raw params. Lines are written with one ``write`` in append mode, so
+several processes can share a file; their runs interleave.
 """
 
 from __future__ import annotations
@@ -15,7 +26,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 import orjson
 
@@ -27,16 +38,12 @@ __all__ = [
     "CALL",
     "COMPACTION",
     "EVENT",
+    "FIELDS",
     "LINE_TYPES",
     "OUTCOME",
     "RUN_END",
     "RUN_START",
-    "CallLine",
-    "CompactionLine",
     "JsonlRunRecord",
-    "OutcomeLine",
-    "RunEndLine",
-    "RunStartLine",
 ]
 
 RUN_START = "run_start"
@@ -47,67 +54,15 @@ EVENT = "event"
 RUN_END = "run_end"
 LINE_TYPES = frozenset({RUN_START, CALL, OUTCOME, COMPACTION, EVENT, RUN_END})
 
-
-class RunStartLine(TypedDict):
-    """The first call of a run: who runs it, and the effective config."""
-
-    type: Literal["run_start"]
-    ts: float
-    run_id: str
-    session_id: str | None
-    agent_id: str | None
-    config: dict[str, Any]
-    """The effective ``tools.loopDetection`` block (camelCase)."""
-
-
-class CallLine(TypedDict):
-    """A call the model made, and what the guard decided."""
-
-    type: Literal["call"]
-    ts: float
-    run_id: str
-    call_id: str | None
-    tool: str
-    args_hash: str
-    poll: bool
-    params: Any
-    """The raw params with ``log_params``, else ``null``."""
-    decision: Literal["allow", "warn", "block", "stop"]
-
-
-class OutcomeLine(TypedDict):
-    """The outcome of an allowed call."""
-
-    type: Literal["outcome"]
-    ts: float
-    run_id: str
-    call_id: str | None
-    tool: str
-    args_hash: str
-    outcome_hash: str | None
-    is_error: bool
-    unknown_tool: str | None
-    result: Any
-    """The raw result (or error) with ``log_params``, else ``null``."""
-
-
-class CompactionLine(TypedDict):
-    """The runner compacted the context (the post-compaction guard was armed)."""
-
-    type: Literal["compaction"]
-    ts: float
-    run_id: str
-
-
-class RunEndLine(TypedDict):
-    """The run ended (``RunGuard.end``)."""
-
-    type: Literal["run_end"]
-    ts: float
-    run_id: str
-
-
-# An ``event`` line is ``{"type": "event", **LoopEvent.to_dict()}``.
+_CALL_ID = ("ts", "run_id", "call_id", "tool", "args_hash")
+FIELDS: Mapping[str, tuple[str, ...]] = {
+    RUN_START: ("ts", "run_id", "session_id", "agent_id", "config"),
+    CALL: (*_CALL_ID, "poll", "params", "decision"),
+    OUTCOME: (*_CALL_ID, "outcome_hash", "is_error", "unknown_tool", "result"),
+    COMPACTION: ("ts", "run_id"),
+    RUN_END: ("ts", "run_id"),
+}
+"""The fields of each line type after ``type`` (``event`` lines hold a LoopEvent)."""
 
 
 class JsonlRunRecord:
@@ -144,81 +99,13 @@ class JsonlRunRecord:
         """``value`` as JSON data if params logging is on, else ``None``."""
         return to_plain(value) if self.log_params else None
 
-    # -- one method per line type ----------------------------------------------
-    def run_start(
-        self,
-        ts: float,
-        run_id: str,
-        session_id: str | None,
-        agent_id: str | None,
-        config: dict[str, Any],
-    ) -> None:
-        line: RunStartLine = {
-            "type": "run_start",
-            "ts": ts,
-            "run_id": run_id,
-            "session_id": session_id,
-            "agent_id": agent_id,
-            "config": config,
-        }
-        self.write(line)
-
-    def call(
-        self,
-        ts: float,
-        run_id: str,
-        call_id: str | None,
-        tool: str,
-        args_hash: str,
-        poll: bool,
-        params: Any,
-        decision: Literal["allow", "warn", "block", "stop"],
-    ) -> None:
-        line: CallLine = {
-            "type": "call",
-            "ts": ts,
-            "run_id": run_id,
-            "call_id": call_id,
-            "tool": tool,
-            "args_hash": args_hash,
-            "poll": poll,
-            "params": self.raw(params),
-            "decision": decision,
-        }
-        self.write(line)
-
-    def outcome(
-        self,
-        ts: float,
-        run_id: str,
-        call_id: str | None,
-        tool: str,
-        args_hash: str,
-        outcome_hash: str | None,
-        is_error: bool,
-        unknown_tool: str | None,
-        result: Any,
-    ) -> None:
-        line: OutcomeLine = {
-            "type": "outcome",
-            "ts": ts,
-            "run_id": run_id,
-            "call_id": call_id,
-            "tool": tool,
-            "args_hash": args_hash,
-            "outcome_hash": outcome_hash,
-            "is_error": is_error,
-            "unknown_tool": unknown_tool,
-            "result": self.raw(result),
-        }
-        self.write(line)
-
-    def compaction(self, ts: float, run_id: str) -> None:
-        line: CompactionLine = {"type": "compaction", "ts": ts, "run_id": run_id}
-        self.write(line)
-
-    def run_end(self, ts: float, run_id: str) -> None:
-        line: RunEndLine = {"type": "run_end", "ts": ts, "run_id": run_id}
+    def line(self, kind: str, *values: Any) -> None:
+        """Append a line of type ``kind`` with ``values`` in the order of :data:`FIELDS`."""
+        try:
+            line = {"type": kind, **dict(zip(FIELDS[kind], values, strict=True))}
+        except (KeyError, ValueError):
+            logger.exception("loopwarden could not build a %r run-record line", kind)
+            return
         self.write(line)
 
     def __call__(self, event: LoopEvent) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import loopwarden as lw
+from loopwarden import runrecord
 from loopwarden.engine.state import RunState
 from loopwarden.stores import Store
 from loopwarden.testing import SMALL_THRESHOLDS, FakeClock, ScriptedAgent, capture_events
@@ -620,3 +621,31 @@ class TestClock:
         store.expire()
         assert not run.before_call("t", {}, call_id="5").blocked
         assert len(run.snapshot()["records"]) == 1
+
+
+class TestRunRecordSchema:
+    def test_lines_follow_the_schema(self, tmp_path: Path) -> None:
+        """Every line has exactly the fields ``runrecord.FIELDS`` lists for its type, in order."""
+        path = tmp_path / "run.jsonl"
+        agent, _ = stuck_agent(SMALL, run_record=path)
+        with pytest.raises(lw.CircuitBreakerTripped):
+            for i in range(10):
+                agent.turn([("poll_job", {"job": "42"}, f"c{i}")])
+        agent.run.on_compaction()
+        agent.run.end()
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        assert {line["type"] for line in lines} == runrecord.LINE_TYPES
+        for line in lines:
+            if line["type"] != runrecord.EVENT:
+                assert tuple(line) == ("type", *runrecord.FIELDS[line["type"]])
+
+    def test_a_malformed_line_is_logged_not_raised(
+        self, tmp_path: Path, lw_logs: pytest.LogCaptureFixture
+    ) -> None:
+        """A line with the wrong number of fields never reaches the agent as an error."""
+        record = lw.JsonlRunRecord(tmp_path / "run.jsonl")
+        record.line(runrecord.RUN_END, 1.0)
+        record.line("no-such-type", 1.0, "r")
+        record.close()
+        assert not (tmp_path / "run.jsonl").exists()
+        assert len([r for r in lw_logs.records if r.levelno == logging.ERROR]) == 2

@@ -15,27 +15,19 @@ import json
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import click
 
+from ..testing import SMALL_THRESHOLDS, ScriptedAgent
 from ._clickutil import CONTEXT, EXIT_OK, UsageFailure, colour_enabled, run_command, styler
 
 __all__ = ["DEMO_CONFIG", "main"]
 
-# Lower than the defaults (10 / 20 / 30) so the escalation fits on one screen.
-DEMO_CONFIG: dict[str, Any] = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-            "postCompactionGuard": {"windowSize": 3},
-        }
-    }
-}
+# The small thresholds of loopwarden.testing (the defaults are 10 / 20 / 30), so the
+# escalation fits on one screen.
+DEMO_CONFIG: Mapping[str, Any] = SMALL_THRESHOLDS
 
 HELP = """Watch the loopwarden guard stop a looping agent (no model, no network, no API key).
 
@@ -91,8 +83,6 @@ class _Scene:
     """One act: the scripted model's calls go through a real run guard; this prints them."""
 
     def __init__(self, guard: Any, printer: _Printer, run_id: str, tools: dict[str, Any]) -> None:
-        from ..testing import ScriptedAgent
-
         self.p = printer
         self.agent = ScriptedAgent(
             guard.run(run_id, session_id="demo", tools=list(tools)),

@@ -15,18 +15,6 @@ from typing import Any, Literal, NamedTuple
 from ..errors import ConfigError, ConfigIssue
 from ..profiles import OutcomeProfile, ProfileRegistry
 
-__all__ = [
-    "BLOCK_FIELDS",
-    "DEFAULT_STATE_TTL_SECONDS",
-    "DetectorsConfig",
-    "FieldView",
-    "LoopDetectionConfig",
-    "PostCompactionGuardConfig",
-    "Settings",
-    "format_path",
-    "normalize_agent_id",
-]
-
 DEFAULT_HISTORY_SIZE = 30
 DEFAULT_WARNING_THRESHOLD = 10
 DEFAULT_CRITICAL_THRESHOLD = 20

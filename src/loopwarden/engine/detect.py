@@ -141,23 +141,16 @@ def detect_in_window(
             )
     # 5. Generic repeat: blocks on a no-progress streak, warns on repeats.
     if not poll and detectors.generic_repeat:
-        if streak >= cfg.critical_threshold:
+        critical = streak >= cfg.critical_threshold
+        if critical or repeats >= warning:
+            count = streak if critical else repeats
             return Detection(
-                "critical",
+                "critical" if critical else "warning",
                 GENERIC_REPEAT,
-                streak,
-                messages.generic_repeat(tool, streak, True),
-                f"generic:{tool}:{sig}:{outcome}",
-                tool_name=tool,
-                latest_result_hash=latest,
-            )
-        if repeats >= warning:
-            return Detection(
-                "warning",
-                GENERIC_REPEAT,
-                repeats,
-                messages.generic_repeat(tool, repeats, False),
-                f"generic:{tool}:{sig}",
+                count,
+                messages.generic_repeat(tool, count, critical),
+                # A block is keyed by the outcome it repeats; a warning by the call.
+                f"generic:{tool}:{sig}:{outcome}" if critical else f"generic:{tool}:{sig}",
                 tool_name=tool,
                 latest_result_hash=latest,
             )

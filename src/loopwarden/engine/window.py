@@ -35,7 +35,7 @@ _new = object.__new__
 
 
 class Record:
-    """One call in the history (SPEC section 3)."""
+    """One call in the history (SPEC section 3); made by :meth:`RunWindow.add`."""
 
     __slots__ = (
         "args_hash",
@@ -50,27 +50,21 @@ class Record:
         "veto",
     )
 
-    def __init__(
-        self,
-        tool_name: str,
-        args_hash: str,
-        call_id: str | None = None,
-        run_id: str | None = None,
-        result_hash: str | None = None,
-        unknown_tool_name: str | None = None,
-        timestamp: float = 0.0,
-        veto: bool = False,
-    ) -> None:
-        self.tool_name = tool_name
-        self.args_hash = args_hash
-        self.call_id = call_id
-        self.run_id = run_id
-        self.result_hash = result_hash
-        self.unknown_tool_name = unknown_tool_name
-        self.timestamp = timestamp
-        self.veto = veto
-        self.seq = 0
-        self.ustreak = 0
+    tool_name: str
+    args_hash: str
+    call_id: str | None
+    run_id: str | None
+    result_hash: str | None
+    """The outcome hash; ``None`` while the call is pending."""
+    unknown_tool_name: str | None
+    """The missing tool the outcome's error names, if any."""
+    timestamp: float
+    veto: bool
+    """A blocked call: its outcome repeats the pattern it was blocked for."""
+    seq: int
+    """Position in the window's order of additions."""
+    ustreak: int
+    """Trailing records of this tool failing with this unknown-tool name, ending here."""
 
     @property
     def pending(self) -> bool:
