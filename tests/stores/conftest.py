@@ -2,13 +2,18 @@
 
 ``@all_stores`` runs a test (or every test of a class) once per backend; the
 test asks for the ``store`` fixture and gets a fresh store of that kind, with
-``TTL`` seconds of expiry on the ``clock`` fixture. Subsets are derived from
-the capabilities a backend declares (``stores_with(SideRecords)``) or picked
-by name. A new backend is one more entry below plus a ``<name>_store`` fixture.
+``TTL`` seconds of expiry (on the ``clock`` fixture where the backend takes a
+clock). Subsets are derived from the capabilities a backend declares
+(``stores_with(SideRecords)``) or picked by name. A new backend is one more
+entry below plus a ``<name>_store`` fixture.
+
+The Redis servers are real ones, started once per session (``redis_server``,
+``redis_cluster``); without ``redis-server`` installed those entries skip.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +21,10 @@ from typing import Any
 import pytest
 
 from loopwarden.stores import LocalStore, MemoryStore, Store
+from loopwarden.stores.redis import RedisStore
 from loopwarden.stores.sqlite import SQLiteStore
 from loopwarden.testing import FakeClock
+from tests.stores.redis._servers import Cluster, Server, require_redis
 from tests.stores.twice import TwiceStore
 
 TTL = 3600.0
@@ -28,6 +35,8 @@ ALL_STORES = {
     "local": pytest.param("local", LocalStore, id="local"),
     # Runs every transaction twice, as an optimistic backend (Redis) may.
     "twice": pytest.param("twice", TwiceStore, id="twice"),
+    "redis": pytest.param("redis", RedisStore, id="redis"),
+    "redis_cluster": pytest.param("redis_cluster", RedisStore, id="redis-cluster"),
 }
 _ARGS = ("store_kind", "store_type")
 all_stores = pytest.mark.parametrize(_ARGS, ALL_STORES.values())
@@ -44,10 +53,12 @@ def stores(*names: str) -> pytest.MarkDecorator:
     return pytest.mark.parametrize(_ARGS, [ALL_STORES[name] for name in names])
 
 
-# Stores that several threads may share (LocalStore is for one thread), and
-# stores whose runs outlive the store object (another one sees them).
-thread_safe_stores = stores("memory", "sqlite", "twice")
-persistent_stores = stores("sqlite")
+# Stores that several threads may share (LocalStore is for one thread); stores
+# whose runs outlive the store object (another one sees them); stores that
+# expire runs by the injected clock (Redis expires them by the server's).
+thread_safe_stores = stores("memory", "sqlite", "twice", "redis", "redis_cluster")
+persistent_stores = stores("sqlite", "redis", "redis_cluster")
+clocked_stores = stores("memory", "sqlite")
 
 
 @pytest.fixture(name="clock")
@@ -110,3 +121,62 @@ def fixture_local_store() -> Iterator[LocalStore]:
 def fixture_twice_store() -> Iterator[TwiceStore]:
     with TwiceStore() as store:
         yield store
+
+
+@pytest.fixture(scope="session", name="redis_server")
+def fixture_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One standalone server without persistence, shared by the session."""
+    require_redis()
+    server = Server(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session", name="redis_cluster")
+def fixture_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Three primaries with a replica each, shared by the session."""
+    require_redis()
+    cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(name="prefix")
+def fixture_prefix() -> str:
+    """A key prefix of this test's own, so tests sharing a server never see each other's keys."""
+    return f"t{uuid.uuid4().hex[:10]}:"
+
+
+def _redis(url: str) -> Iterator[Any]:
+    pytest.importorskip("redis", reason="the redis extra is not installed")
+    opened: list[RedisStore] = []
+
+    def reopen() -> RedisStore:
+        opened.append(RedisStore(url, ttl_seconds=TTL))
+        return opened[-1]
+
+    yield reopen
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture(name="redis_reopen")
+def fixture_redis_reopen(redis_server: Server, prefix: str) -> Iterator[Any]:
+    yield from _redis(f"{redis_server.url}?prefix={prefix}")
+
+
+@pytest.fixture(name="redis_store")
+def fixture_redis_store(redis_reopen: Any) -> RedisStore:
+    store: RedisStore = redis_reopen()
+    return store
+
+
+@pytest.fixture(name="redis_cluster_reopen")
+def fixture_redis_cluster_reopen(redis_cluster: Cluster, prefix: str) -> Iterator[Any]:
+    yield from _redis(f"{redis_cluster.url}?prefix={prefix}")
+
+
+@pytest.fixture(name="redis_cluster_store")
+def fixture_redis_cluster_store(redis_cluster_reopen: Any) -> RedisStore:
+    store: RedisStore = redis_cluster_reopen()
+    return store

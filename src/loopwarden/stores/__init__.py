@@ -1,6 +1,6 @@
 """State stores: where the runtime guard keeps per-run state.
 
-A store runs one function against one run's :class:`~loopwarden.state.RunState`
+A store runs one function against one run's :class:`~loopwarden.engine.state.RunState`
 atomically (read, update, write in one step), so concurrent callers of the same
 run never lose or double-count a call. Select one by URL with
 :func:`store_from_url`: ``memory://`` (this process), ``sqlite:///path`` (several

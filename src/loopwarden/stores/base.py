@@ -129,3 +129,8 @@ class BaseStore(Store):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    async def aclose(self) -> None:
+        """Close from async code: a store whose connections belong to the running event
+        loop releases them there (the default simply closes)."""
+        self.close()

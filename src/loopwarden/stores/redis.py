@@ -33,11 +33,11 @@ from urllib.parse import unquote
 
 from .._logging import logger
 from ..config import DEFAULT_STATE_TTL_SECONDS, LoopDetectionConfig
+from ..engine.state import RunState
 from ..errors import ConfigError, StoreError
-from ..state import RunState
 from . import _redis_cas as cas
 from ._redis_url import build_client, key_part, parse_url, redact, validate_prefix
-from .base import BaseStore
+from .base import BaseStore, Inspectable, SideRecords
 
 try:
     import redis.exceptions as _rex
@@ -123,7 +123,7 @@ def _describe(exc: BaseException, timeout: float) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-class RedisStore(BaseStore):
+class RedisStore(BaseStore, SideRecords, Inspectable):
     """Run states in Redis (standalone, TLS, Unix socket, Cluster or Sentinel); many hosts.
 
     Args:

@@ -6,8 +6,8 @@ import threading
 from typing import Any
 
 from loopwarden.config import LoopDetectionConfig
+from loopwarden.engine.state import RunState
 from loopwarden.guard import LoopGuard
-from loopwarden.state import RunState
 from loopwarden.stores.redis import RedisStore
 
 CONFIG = LoopDetectionConfig(enabled=True, history_size=1000)

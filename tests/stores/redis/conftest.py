@@ -1,32 +1,16 @@
-"""Fixtures: real Redis servers, started once per session (a per-test one where a test kills it)."""
+"""Fixtures: real Redis servers (the shared ones are in ``tests/stores/conftest.py``).
+
+A test that kills or reconfigures a server gets one of its own.
+"""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.stores.redis._servers import Cluster, SentinelSetup, Server, require_redis
-
-
-@pytest.fixture(scope="session", name="redis_server")
-def fixture_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One standalone server without persistence, shared by the session."""
-    require_redis()
-    server = Server(tmp_path_factory.mktemp("redis")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session", name="redis_cluster")
-def fixture_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Three primaries with a replica each, shared by the session."""
-    require_redis()
-    cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
-    yield cluster
-    cluster.stop()
 
 
 @pytest.fixture(scope="session", name="redis_sentinel")
@@ -36,12 +20,6 @@ def fixture_redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     setup = SentinelSetup(tmp_path_factory.mktemp("sentinel")).start()
     yield setup
     setup.stop()
-
-
-@pytest.fixture(name="prefix")
-def fixture_prefix() -> str:
-    """A key prefix of this test's own, so tests sharing a server never see each other's keys."""
-    return f"t{uuid.uuid4().hex[:10]}:"
 
 
 @pytest.fixture(name="redis_url")

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 import loopwarden as lw
-from loopwarden.state import RunState
+from loopwarden.engine.state import RunState
 from loopwarden.stores import Inspectable, SideRecords, Store, store_from_url
 from loopwarden.stores.redis import RedisStore
 from tests._wait import wait_until
