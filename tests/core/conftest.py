@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.stores.conftest import (  # noqa: F401 - fixtures are found by name
     fixture_clock,
+    fixture_cluster_url,
     fixture_local_store,
     fixture_memory_store,
     fixture_prefix,
@@ -13,6 +14,7 @@ from tests.stores.conftest import (  # noqa: F401 - fixtures are found by name
     fixture_redis_reopen,
     fixture_redis_server,
     fixture_redis_store,
+    fixture_redis_url,
     fixture_sqlite_path,
     fixture_sqlite_store,
     fixture_store,

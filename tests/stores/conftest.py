@@ -14,7 +14,7 @@ The Redis servers are real ones, started once per session (``redis_server``,
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from loopwarden.stores import LocalStore, MemoryStore, Store
 from loopwarden.stores.redis import RedisStore
 from loopwarden.stores.sqlite import SQLiteStore
 from loopwarden.testing import FakeClock
-from tests.stores.redis._servers import Cluster, Server, require_redis
+from tests.stores.redis._servers import Cluster, SentinelSetup, Server, require_redis
 from tests.stores.twice import TwiceStore
 
 TTL = 3600.0
@@ -123,22 +123,29 @@ def fixture_twice_store() -> Iterator[TwiceStore]:
         yield store
 
 
+def _serve(setup: Callable[[Path], Any], tmp: pytest.TempPathFactory, name: str) -> Iterator[Any]:
+    require_redis()
+    servers = setup(tmp.mktemp(name)).start()
+    yield servers
+    servers.stop()
+
+
 @pytest.fixture(scope="session", name="redis_server")
 def fixture_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One standalone server without persistence, shared by the session."""
-    require_redis()
-    server = Server(tmp_path_factory.mktemp("redis")).start()
-    yield server
-    server.stop()
+    yield from _serve(Server, tmp_path_factory, "redis")
 
 
 @pytest.fixture(scope="session", name="redis_cluster")
 def fixture_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Three primaries with a replica each, shared by the session."""
-    require_redis()
-    cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
-    yield cluster
-    cluster.stop()
+    yield from _serve(Cluster, tmp_path_factory, "cluster")
+
+
+@pytest.fixture(scope="session", name="redis_sentinel")
+def fixture_redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSetup]:
+    """A primary, a replica and a sentinel, shared by the session."""
+    yield from _serve(SentinelSetup, tmp_path_factory, "sentinel")
 
 
 @pytest.fixture(name="prefix")
@@ -147,7 +154,17 @@ def fixture_prefix() -> str:
     return f"t{uuid.uuid4().hex[:10]}:"
 
 
-def _redis(url: str) -> Iterator[Any]:
+@pytest.fixture(name="redis_url")
+def fixture_redis_url(redis_server: Server, prefix: str) -> str:
+    return f"{redis_server.url}?prefix={prefix}"
+
+
+@pytest.fixture(name="cluster_url")
+def fixture_cluster_url(redis_cluster: Cluster, prefix: str) -> str:
+    return f"{redis_cluster.url}?prefix={prefix}"
+
+
+def _reopener(url: str) -> Iterator[Any]:
     pytest.importorskip("redis", reason="the redis extra is not installed")
     opened: list[RedisStore] = []
 
@@ -161,22 +178,20 @@ def _redis(url: str) -> Iterator[Any]:
 
 
 @pytest.fixture(name="redis_reopen")
-def fixture_redis_reopen(redis_server: Server, prefix: str) -> Iterator[Any]:
-    yield from _redis(f"{redis_server.url}?prefix={prefix}")
+def fixture_redis_reopen(redis_url: str) -> Iterator[Any]:
+    yield from _reopener(redis_url)
+
+
+@pytest.fixture(name="redis_cluster_reopen")
+def fixture_redis_cluster_reopen(cluster_url: str) -> Iterator[Any]:
+    yield from _reopener(cluster_url)
 
 
 @pytest.fixture(name="redis_store")
 def fixture_redis_store(redis_reopen: Any) -> RedisStore:
-    store: RedisStore = redis_reopen()
-    return store
-
-
-@pytest.fixture(name="redis_cluster_reopen")
-def fixture_redis_cluster_reopen(redis_cluster: Cluster, prefix: str) -> Iterator[Any]:
-    yield from _redis(f"{redis_cluster.url}?prefix={prefix}")
+    return redis_reopen()
 
 
 @pytest.fixture(name="redis_cluster_store")
 def fixture_redis_cluster_store(redis_cluster_reopen: Any) -> RedisStore:
-    store: RedisStore = redis_cluster_reopen()
-    return store
+    return redis_cluster_reopen()

@@ -1,7 +1,4 @@
-"""Fixtures: real Redis servers (the shared ones are in ``tests/stores/conftest.py``).
-
-A test that kills or reconfigures a server gets one of its own.
-"""
+"""Fixtures of the Redis tests; the shared servers are in ``tests/stores/conftest.py``."""
 
 from __future__ import annotations
 
@@ -10,26 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stores.redis._servers import Cluster, SentinelSetup, Server, require_redis
-
-
-@pytest.fixture(scope="session", name="redis_sentinel")
-def fixture_redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSetup]:
-    """A primary, a replica and a sentinel, shared by the session."""
-    require_redis()
-    setup = SentinelSetup(tmp_path_factory.mktemp("sentinel")).start()
-    yield setup
-    setup.stop()
-
-
-@pytest.fixture(name="redis_url")
-def fixture_redis_url(redis_server: Server, prefix: str) -> str:
-    return f"{redis_server.url}?prefix={prefix}"
-
-
-@pytest.fixture(name="cluster_url")
-def fixture_cluster_url(redis_cluster: Cluster, prefix: str) -> str:
-    return f"{redis_cluster.url}?prefix={prefix}"
+from tests.stores.redis._servers import Server, require_redis
 
 
 @pytest.fixture(name="own_server")
