@@ -18,23 +18,19 @@ from ._logging import logger, write_line
 from .config import normalize_agent_id
 from .engine.compaction import LogLine
 from .engine.messages import fail_closed
-from .engine.runtime import ALLOW, Decision, Step
+from .engine.runtime import ALLOW, Call, Decision, Done, Step
 from .engine.state import RunState
 from .errors import LoopAbort
 from .events import LoopEvent, emit
-from .hashing import Outcome, hash_outcome, is_known_poll
+from .hashing import hash_outcome, is_known_poll
 from .runrecord import CALL, COMPACTION, OUTCOME, RUN_START
 
 if TYPE_CHECKING:
     from .guard import LoopGuard
 
-__all__ = ["Call", "Done", "RunBase"]
+__all__ = ["RunBase"]
 
 T = TypeVar("T")
-Call = tuple[str, str, bool, str, "str | None"]
-"""A call about to run: tool name, args hash, poll flag, call key, call id."""
-Done = tuple[str, str, str, "str | None", Outcome]
-"""A finished call: tool name, args hash, call key, call id, outcome."""
 
 
 class RunBase:

@@ -32,7 +32,7 @@ from ._logging import logger
 from ._runbase import RunBase
 from .config import ConfigSource, LoopDetectionConfig, load_config, log_repairs
 from .engine.history import normalize_run_id
-from .engine.runtime import ALLOW, Decision, after, before, block_result, compacted
+from .engine.runtime import ALLOW, QUIET, Decision, after, before, block_result, compacted
 from .engine.state import RunState
 from .events import EventSink
 from .hashing import MISSING, Outcome
@@ -180,11 +180,11 @@ class RunGuard(RunBase):
         try:
             call = self._call(tool, params, call_id)
             now = self._clock()
-            step = self._transact(before, *call, self.config, self.tools, now)
+            step = self._transact(before, call, self.config, self.tools, now)
         except Exception as exc:
             return self._failed("before_call", exc)
-        if step.event is None and step.stop is None and self._record is None:
-            return step.decision
+        if step is QUIET and self._record is None:  # most calls: nothing to do after commit
+            return ALLOW
         return self._decided(step, call, params, now)
 
     async def abefore_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
@@ -194,7 +194,7 @@ class RunGuard(RunBase):
         try:
             call = self._call(tool, params, call_id)
             now = self._clock()
-            step = await self._atransact(before, *call, self.config, self.tools, now)
+            step = await self._atransact(before, call, self.config, self.tools, now)
         except Exception as exc:
             return self._failed("before_call", exc)
         return self._decided(step, call, params, now)
@@ -208,7 +208,7 @@ class RunGuard(RunBase):
         call = (tool, args_hash, poll, call_id if call_id is not None else args_hash, call_id)
         try:
             now = self._clock()
-            step = self._transact(before, *call, self.config, self.tools, now)
+            step = self._transact(before, call, self.config, self.tools, now)
         except Exception as exc:
             return self._failed("before_call", exc)
         return self._decided(step, call, None, now)
@@ -231,12 +231,12 @@ class RunGuard(RunBase):
         try:
             done = self._outcome(tool, params, call_id, result, error)
             now = self._clock()
-            step = self._transact(after, *done, now)
+            step = self._transact(after, done, now)
         except Exception as exc:
             self._failed("after_call", exc)
             return None
-        if step.stop is None and step.log is None and self._record is None:
-            return step.note
+        if step is QUIET and self._record is None:
+            return None
         return self._recorded(step, done, error if done[4].is_error else result, now)
 
     async def aafter_call(
@@ -254,7 +254,7 @@ class RunGuard(RunBase):
         try:
             done = self._outcome(tool, params, call_id, result, error)
             now = self._clock()
-            step = await self._atransact(after, *done, now)
+            step = await self._atransact(after, done, now)
         except Exception as exc:
             self._failed("after_call", exc)
             return None
@@ -277,7 +277,7 @@ class RunGuard(RunBase):
         done = (tool, args_hash, call_id if call_id is not None else args_hash, call_id, outcome)
         try:
             now = self._clock()
-            step = self._transact(after, *done, now)
+            step = self._transact(after, done, now)
         except Exception as exc:
             self._failed("after_call", exc)
             return None

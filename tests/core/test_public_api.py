@@ -98,3 +98,15 @@ def test_engine_imports_no_framework() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_engine_has_no_driver_and_no_store() -> None:
+    """Importing the engine loads no store, no guard driver, no run record and no sqlite3."""
+    code = (
+        "import sys, loopwarden.engine;"
+        "driver = {'sqlite3', 'asyncio', 'loopwarden.stores', 'loopwarden.guard',"
+        " 'loopwarden.events', 'loopwarden.runrecord', 'loopwarden.telemetry'};"
+        "print(sorted(driver & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

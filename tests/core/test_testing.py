@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import textwrap
 
 import pytest
 
 import loopwarden as lw
+from loopwarden import testing
 from loopwarden.testing import SMALL_THRESHOLDS, FakeClock, ScriptedAgent, capture_events
 
 
@@ -86,3 +88,11 @@ def test_small_thresholds() -> None:
     cfg = lw.load_config(SMALL_THRESHOLDS).for_agent(None)
     assert (cfg.enabled, cfg.warning_threshold, cfg.critical_threshold) == (True, 3, 5)
     assert (cfg.global_circuit_breaker_threshold, cfg.unknown_tool_threshold) == (7, 3)
+
+
+def test_module_example_runs() -> None:
+    """The usage example at the top of ``loopwarden.testing`` runs as written."""
+    doc = testing.__doc__ or ""
+    block = doc.split("::", 1)[1].split("\n\nNothing here", 1)[0]
+    code = "import loopwarden as lw\n" + textwrap.dedent(block)
+    exec(compile(code, "loopwarden/testing.py", "exec"), {})

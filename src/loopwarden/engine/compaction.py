@@ -160,7 +160,7 @@ class PostCompactionGuard:
             "r": self._remaining,
             "w": self._window,
             "c": list(self._recent),
-            "b": list(self._baseline),
+            "b": sorted(self._baseline),  # a stable order: equal states, equal bytes
             "n": self._repeats,
             "t": sorted(self._repeat_tools),
         }

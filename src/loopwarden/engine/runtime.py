@@ -31,10 +31,24 @@ if TYPE_CHECKING:
     from ..config import LoopDetectionConfig
     from ..hashing import Outcome
 
-__all__ = ["ALLOW", "Decision", "Step", "after", "before", "block_result", "compacted"]
+__all__ = [
+    "ALLOW",
+    "Call",
+    "Decision",
+    "Done",
+    "Step",
+    "after",
+    "before",
+    "block_result",
+    "compacted",
+]
 
 Action = Literal["allow", "warn", "block"]
 EventAction = Literal["warn", "block", "stop", "abort"]
+Call = tuple[str, str, bool, str, "str | None"]
+"""A call about to run: tool name, args hash, poll flag, call key, call id."""
+Done = tuple[str, str, str, "str | None", "Outcome"]
+"""A finished call: tool name, args hash, call key, call id, outcome."""
 
 
 @dataclass(frozen=True)
@@ -103,19 +117,14 @@ _NOT_RECORDED = Step(recorded=False)
 
 def before(
     st: RunState,
-    tool: str,
-    sig: str,
-    poll: bool,
-    ckey: str,
-    call_id: str | None,
+    call: Call,
     cfg: LoopDetectionConfig,
     tools: Collection[str] | None,
     now: float,
 ) -> Step:
-    """Decide about a call (tool name, args hash, poll flag, call key and id) at ``now``.
-
-    ``tools`` are the run's registered tool names, when known (SPEC 6.4).
-    """
+    """Decide about a call at ``now``; ``tools`` are the run's registered tool names, when
+    known (SPEC 6.4)."""
+    tool, sig, poll, ckey, call_id = call
     first = not st.started
     st.started = True
     st.updated = now
@@ -202,16 +211,9 @@ def _block(
     return Step(Decision("block", message, det), "stop", stop, first)
 
 
-def after(
-    st: RunState,
-    tool: str,
-    sig: str,
-    ckey: str,
-    call_id: str | None,
-    outcome: Outcome,
-    now: float,
-) -> Step:
+def after(st: RunState, done: Done, now: float) -> Step:
     """Record a call's outcome (its hash ``None``: nothing to compare) at ``now``."""
+    tool, sig, ckey, call_id, outcome = done
     if st.blocked and st.blocked.pop(ckey, None) is not None:
         return _NOT_RECORDED  # a blocked call's answer is not an outcome
     note = st.notes.pop(ckey, None) if st.notes else None
