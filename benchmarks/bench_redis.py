@@ -34,7 +34,7 @@ from contextlib import contextmanager
 import redis
 
 import loopwarden as lw
-from loopwarden.state import RunState
+from loopwarden.engine.state import RunState
 from loopwarden.stores.redis import RedisStore
 
 

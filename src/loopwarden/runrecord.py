@@ -26,13 +26,15 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ._canonical import to_plain
 from ._logging import logger
-from .events import LoopEvent
+
+if TYPE_CHECKING:
+    from .events import LoopEvent
 
 __all__ = [
     "CALL",

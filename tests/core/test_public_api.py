@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -76,37 +77,37 @@ def test_spec_8_usage() -> None:
     assert (v.should_abort, v.armed, v.remaining_attempts) == (False, False, 0)
 
 
+FRAMEWORKS = {"langchain", "langchain_core", "agents", "pydantic_ai", "google.adk", "mcp"}
+
+
+def loaded_after(code: str, modules: set[str]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has loaded after running ``code``."""
+    probe = f"import sys\n{code}\nprint(sorted(set({sorted(modules)!r}) & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return list(ast.literal_eval(out.stdout.strip()))
+
+
 def test_import_is_cheap_and_imports_no_framework() -> None:
     """Importing loopwarden, its CLI and integrations loads no framework and no heavy module."""
-    code = (
-        "import sys, loopwarden, loopwarden.cli, loopwarden.integrations;"
-        "heavy = {'orjson', 'json5', 'click', 'langchain', 'langchain_core', 'agents',"
-        " 'pydantic_ai', 'google.adk', 'mcp', 'sqlite3', 'typing'} & set(sys.modules);"
-        "print(sorted(heavy))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    heavy = {*FRAMEWORKS, "orjson", "json5", "click", "sqlite3", "typing"}
+    assert loaded_after("import loopwarden, loopwarden.cli, loopwarden.integrations", heavy) == []
 
 
 def test_engine_imports_no_framework() -> None:
     """Guarding a call loads no framework."""
-    code = (
-        "import sys, loopwarden as lw; lw.LoopGuard(None).run().before_call('t', {});"
-        "fw = {'langchain', 'langchain_core', 'agents', 'pydantic_ai', 'google.adk', 'mcp',"
-        " 'click'};"
-        "print(sorted(fw & set(sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    code = "import loopwarden as lw; lw.LoopGuard(None).run().before_call('t', {})"
+    assert loaded_after(code, {*FRAMEWORKS, "click"}) == []
 
 
 def test_engine_has_no_driver_and_no_store() -> None:
     """Importing the engine loads no store, no guard driver, no run record and no sqlite3."""
-    code = (
-        "import sys, loopwarden.engine;"
-        "driver = {'sqlite3', 'asyncio', 'loopwarden.stores', 'loopwarden.guard',"
-        " 'loopwarden.events', 'loopwarden.runrecord', 'loopwarden.telemetry'};"
-        "print(sorted(driver & set(sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    driver = {
+        "sqlite3",
+        "asyncio",
+        "loopwarden.stores",
+        "loopwarden.guard",
+        "loopwarden.events",
+        "loopwarden.runrecord",
+        "loopwarden.telemetry",
+    }
+    assert loaded_after("import loopwarden.engine", driver) == []
