@@ -1,0 +1,271 @@
+"""Hooks that must not stall the machine: blocking transcripts, replaced state, helper storms.
+
+Issue 11, defects 1, 17, 18 and 19. Every hook runs as the real console
+script; "blocked" is read from the kernel (the thread waits for the other end
+of a FIFO), never guessed from elapsed time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests._wait import wait_until
+from tests.adversarial._procs import (
+    LOOPWARDEN,
+    blocked_on_fifo,
+    kill_group,
+    processes_mentioning,
+)
+from tests.adversarial.conftest import (
+    SMALL,
+    claude_event,
+    hook,
+    short_dir,
+    state_dir,
+    stop_helpers,
+    write_config,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def release_fifo(path: Path) -> None:
+    """Give a reader blocked on ``path`` its writer (and at once EOF), so it can go on."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def start_hook(env: dict[str, str], event: dict[str, object], *, daemon: bool) -> subprocess.Popen:
+    argv = [LOOPWARDEN, "hook", "claude-code"] + ([] if daemon else ["--no-daemon"])
+    with tempfile.TemporaryFile() as payload:
+        payload.write(orjson.dumps(event))
+        payload.seek(0)
+        return subprocess.Popen(
+            argv,
+            stdin=payload,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def finish(proc: subprocess.Popen) -> None:
+    kill_group(proc.pid)
+    proc.communicate(timeout=30)
+
+
+def helper_pid(env: dict[str, str]) -> int:
+    """Wait for the helper of this env's runtime dir to listen; its pid."""
+    runtime = Path(env["LOOPWARDEN_RUNTIME_DIR"])
+    pid_file = wait_until(lambda: next(runtime.glob("*.pid"), None), what="the hook helper")
+    return int(wait_until(lambda: pid_file.read_text().strip(), what="the helper's pid"))
+
+
+def transcript(tmp_path: Path, lines: list[dict[str, object]] | None = None) -> Path:
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines or []))
+    return path
+
+
+# -- defect 1: a transcript that blocks ------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="issue 11 #1: the transcript read blocks on a FIFO")
+def test_fifo_transcript_never_blocks_the_hook(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """A transcript path that is a FIFO is skipped: the hook never waits for a writer."""
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    proc = start_hook(hook_env, claude_event("PreToolUse", 1, transcript=str(fifo)), daemon=False)
+    try:
+        wait_until(lambda: proc.poll() is not None or blocked_on_fifo(proc.pid), timeout=60)
+        stuck = proc.poll() is None
+    finally:
+        release_fifo(fifo)
+        out, _ = proc.communicate(timeout=60)
+    assert not stuck, "the hook waited for a writer on the FIFO transcript"
+    assert proc.returncode == 0 and orjson.loads(out) == {}
+
+
+@pytest.mark.xfail(
+    strict=True, reason="issue 11 #1: a blocked transcript read holds the state.db write lock"
+)
+def test_blocked_transcript_does_not_stall_other_sessions(
+    hook_env: dict[str, str], tmp_path: Path
+) -> None:
+    """While one session's transcript blocks, another session's hook is answered and counted.
+
+    Fail-closed makes the stall visible: a hook that cannot get at the store denies.
+    """
+    db = state_dir(hook_env) / "state.db"
+    write_config(
+        hook_env,
+        {**SMALL, "loopwarden": {"failMode": "closed", "store": f"sqlite://{db}?busy_timeout=1"}},
+    )
+    fifo = tmp_path / "blocked.jsonl"
+    os.mkfifo(fifo)
+    stuck = start_hook(
+        hook_env,
+        claude_event("PreToolUse", 1, session="stuck", transcript=str(fifo)),
+        daemon=False,
+    )
+    try:
+        wait_until(lambda: stuck.poll() is not None or blocked_on_fifo(stuck.pid), timeout=60)
+        other = hook(
+            hook_env,
+            "claude-code",
+            claude_event("PreToolUse", 2, session="other", transcript=str(transcript(tmp_path))),
+        )
+    finally:
+        release_fifo(fifo)
+        finish(stuck)
+    assert other.code == 0
+    assert not other.denied, other.json
+    assert "could not" not in other.stderr, other.stderr
+
+
+@pytest.mark.xfail(
+    strict=True, reason="issue 11 #1: a helper worker stuck on a FIFO keeps the helper alive"
+)
+def test_helper_stops_after_a_blocking_transcript(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """``--stop-daemon`` really stops a helper that was handed a FIFO transcript."""
+    write_config(hook_env, SMALL)
+    hook(hook_env, "claude-code", claude_event("PreToolUse", 1), daemon=True)
+    pid = helper_pid(hook_env)
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    client = start_hook(hook_env, claude_event("PreToolUse", 2, transcript=str(fifo)), daemon=True)
+    try:
+        wait_until(lambda: client.poll() is not None or blocked_on_fifo(pid), timeout=60)
+    finally:
+        finish(client)  # the agent gave up on this hook call
+    stopped = subprocess.run(
+        [LOOPWARDEN, "hook", "--stop-daemon"], env=hook_env, capture_output=True, timeout=60
+    )
+    try:
+        assert stopped.returncode == 0
+        runtime = Path(hook_env["LOOPWARDEN_RUNTIME_DIR"])
+        assert not list(runtime.glob("*.sock")), "the socket outlived --stop-daemon"
+    finally:
+        release_fifo(fifo)
+
+
+# -- defect 17: state.db deleted while the helper runs -----------------------------------
+def pair(env: dict[str, str], n: int, *, session: str, daemon: bool) -> bool:
+    """One identical Bash call (Pre and Post); True when the Pre was denied."""
+    pre = hook(env, "claude-code", claude_event("PreToolUse", n, session=session), daemon=daemon)
+    post_event = claude_event(
+        "PostToolUse", n, session=session, tool_response={"stdout": "pending", "stderr": ""}
+    )
+    hook(env, "claude-code", post_event, daemon=daemon)
+    return pre.denied
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11 #17: the helper keeps writing a deleted state.db")
+def test_deleted_state_db_is_not_split_between_helper_and_hooks(hook_env: dict[str, str]) -> None:
+    """After ``state.db`` is deleted (the documented fix for a bad file), the helper and a
+    hook process share the new file: calls the helper counted are seen by the hook."""
+    write_config(hook_env, SMALL)
+    pair(hook_env, 1, session="warmup", daemon=True)  # starts the helper
+    helper_pid(hook_env)
+    pair(hook_env, 2, session="split", daemon=True)
+    db = state_dir(hook_env) / "state.db"
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{db}{suffix}").unlink()
+    assert not pair(hook_env, 3, session="split", daemon=True)
+    assert not pair(hook_env, 4, session="split", daemon=True)
+    assert db.exists(), "the helper wrote its calls to the deleted file"
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] >= 1
+    # Two identical no-progress outcomes are in the new file: the third call is denied.
+    third = hook(hook_env, "claude-code", claude_event("PreToolUse", 5, session="split"))
+    assert third.denied, third.json
+
+
+# -- defect 18: a symlinked runtime dir ---------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="issue 11 #18: a symlinked runtime dir is followed")
+@pytest.mark.parametrize("variable", ["LOOPWARDEN_RUNTIME_DIR", "XDG_RUNTIME_DIR"])
+def test_symlinked_runtime_dir_is_refused(hook_env: dict[str, str], variable: str) -> None:
+    """A runtime dir that is a symlink is not used: its target is not chmod'ed and no
+    helper is started with a socket inside it."""
+    target = short_dir("lwadv-target-")
+    target.chmod(0o755)
+    holder = short_dir("lwadv-link-")
+    env = dict(hook_env)
+    if variable == "XDG_RUNTIME_DIR":
+        env.pop("LOOPWARDEN_RUNTIME_DIR")
+        env["XDG_RUNTIME_DIR"] = str(holder)
+        link = holder / "loopwarden"
+    else:
+        link = holder / "run"
+        env["LOOPWARDEN_RUNTIME_DIR"] = str(link)
+    link.symlink_to(target)
+    try:
+        answer = hook(env, "claude-code", claude_event("PreToolUse", 1), daemon=True)
+        assert answer.code == 0 and answer.json == {}
+        started = processes_mentioning(str(holder))
+        assert target.stat().st_mode & 0o777 == 0o755, "the symlink's target was chmod'ed"
+        assert not started, "a helper was started with its socket behind the symlink"
+    finally:
+        stop_helpers({**env, "LOOPWARDEN_RUNTIME_DIR": str(link)})
+        link.unlink()
+        holder.rmdir()
+        for leftover in target.iterdir():
+            leftover.unlink()
+        target.rmdir()
+
+
+# -- defect 19: a burst of hook calls with no helper ------------------------------------------
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 11 #19: every in-process event spawns a helper")
+def test_burst_of_hooks_starts_one_helper(hook_env: dict[str, str]) -> None:
+    """30 hook calls at once with no helper running start exactly one helper, and all answer."""
+    write_config(hook_env, SMALL)
+    runtime = hook_env["LOOPWARDEN_RUNTIME_DIR"]
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            seen.update(pid for pid in processes_mentioning(runtime) if is_helper(pid))
+            done.wait(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    procs = [
+        start_hook(hook_env, claude_event("PreToolUse", n, session=f"burst-{n}"), daemon=True)
+        for n in range(30)
+    ]
+    try:
+        outputs = [proc.communicate(timeout=90) for proc in procs]
+        helper_pid(hook_env)
+        # Losers of the helper lock give up within seconds; the sampler has seen them by
+        # then, so wait until only the winner is left (or none, if it was the only one).
+        wait_until(
+            lambda: len([p for p in processes_mentioning(runtime) if is_helper(p)]) <= 1,
+            timeout=60,
+        )
+    finally:
+        done.set()
+        sampler.join()
+        for proc in procs:
+            if proc.poll() is None:
+                finish(proc)
+    assert [proc.returncode for proc in procs] == [0] * 30
+    assert all(orjson.loads(out) == {} for out, _ in outputs)
+    assert len(seen) == 1, f"{len(seen)} helper processes were started"
+
+
+def is_helper(pid: int) -> bool:
+    try:
+        return b"--socket" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

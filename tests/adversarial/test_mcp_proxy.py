@@ -1,0 +1,186 @@
+"""``loopwarden mcp-proxy`` against a hostile upstream and a hostile client.
+
+Issue 11, defects 10 (raw results in the proxy's log) and 20 (one huge line
+ends the proxy). The proxy runs as the real console script; a real ``mcp``
+client drives it, except where the client itself would refuse to send what
+the test needs (a 257 MiB line): there the JSON-RPC lines are written by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from tests.adversarial._procs import LOOPWARDEN, MiB
+from tests.adversarial.conftest import SMALL, leaks
+
+pytestmark = pytest.mark.timeout(180)
+UPSTREAM = [sys.executable, str(Path(__file__).with_name("_upstream.py"))]
+
+
+def proxied(log: Path, *options: str) -> StdioServerParameters:
+    """The proxy as a client launches it, with its stderr appended to ``log``."""
+    script = 'exec "$0" "$@" 2>>"$LW_PROXY_LOG"'
+    args = ["-c", script, LOOPWARDEN, "mcp-proxy", *options, "--", *UPSTREAM]
+    env = {**os.environ, "LW_PROXY_LOG": str(log)}
+    return StdioServerParameters(command="/bin/sh", args=args, env=env)
+
+
+@pytest.fixture(name="config")
+def fixture_config(tmp_path: Path) -> Path:
+    path = tmp_path / "loopwarden.json"
+    path.write_text(json.dumps(SMALL))
+    return path
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11 #10: a ValidationError logs the raw result")
+@pytest.mark.parametrize("level", ["warning", "info"])
+async def test_invalid_upstream_result_is_not_logged_raw(
+    tmp_path: Path, config: Path, level: str
+) -> None:
+    """An upstream result that fails validation is reported without its content."""
+    secret = f"S{uuid.uuid4().hex[:12]}"  # short: pydantic elides the middle of long values
+    log = tmp_path / "proxy.log"
+    async with Client(proxied(log, "--config", str(config), "--log-level", level)) as client:
+        result = await client.call_tool("invalid", {"token": secret})
+    assert result.is_error  # the client is told the upstream answer was unusable
+    text = log.read_text()
+    assert "invalid" in text, "the failure is not logged at all"
+    assert not leaks(secret, text), text
+
+
+async def test_upstream_errors_are_not_logged_raw(tmp_path: Path, config: Path) -> None:
+    """A JSON-RPC error carrying the arguments reaches the client, not the proxy's log."""
+    secret = f"ARG-SECRET-{uuid.uuid4().hex}"
+    log = tmp_path / "proxy.log"
+    async with Client(proxied(log, "--config", str(config))) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("fail", {"token": secret})
+    assert secret in raised.value.message
+    assert not leaks(secret, log.read_text())
+
+
+# -- defect 20: one message line over 256 MiB ---------------------------------------------------
+class RawChannel:
+    """JSON-RPC lines to and from a proxy over its real stdin/stdout pipes."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.answers: queue.Queue[Any] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.answers.put(json.loads(line))
+        self.answers.put(None)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.write([json.dumps(message).encode() + b"\n"])
+
+    def write(self, chunks: Iterator[bytes] | list[bytes]) -> bool:
+        """Write ``chunks``; False if the proxy stopped reading (it exited)."""
+        assert self.proc.stdin is not None
+        try:
+            for chunk in chunks:
+                self.proc.stdin.write(chunk)
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return False
+        return True
+
+    def answer(self, ident: int, timeout: float = 120.0) -> Any:
+        """The answer with id ``ident`` (None if the proxy closed stdout first)."""
+        while True:
+            try:
+                message = self.answers.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no answer to request {ident} within {timeout} s") from None
+            if message is None or message.get("id") == ident:
+                return message
+
+
+def huge_line(ident: int, size: int) -> Iterator[bytes]:
+    """A tools/call line of ``size`` bytes of argument, generated 1 MiB at a time."""
+    yield (
+        b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", '
+        b'"params": {"name": "echo", "arguments": {"text": "' % ident
+    )
+    chunk = b"a" * MiB
+    for _ in range(size // MiB):
+        yield chunk
+    yield b'"}}}\n'
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 11 #20: a line over 256 MiB ends the proxy")
+def test_oversized_message_is_refused_and_the_proxy_goes_on(tmp_path: Path) -> None:
+    """A 257 MiB message line is refused; the next request is answered as usual."""
+    stderr = (tmp_path / "stderr").open("wb")
+    proc = subprocess.Popen(
+        [LOOPWARDEN, "mcp-proxy", "--", *UPSTREAM],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        start_new_session=True,
+    )
+    channel = RawChannel(proc)
+    try:
+        channel.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+        assert channel.answer(1)["result"]["serverInfo"]["name"] == "loopwarden"
+        channel.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        channel.write(huge_line(2, 257 * MiB))
+        channel.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        pong = channel.answer(3)
+        assert pong is not None, "the proxy exited: " + (tmp_path / "stderr").read_text()[-400:]
+        assert pong == {"jsonrpc": "2.0", "id": 3, "result": {}}
+        channel.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "still here"}},
+            }
+        )
+        assert channel.answer(4)["result"]["content"][0]["text"] == "echo: still here"
+    finally:
+        if proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        stderr.close()
