@@ -139,3 +139,17 @@ def test_state_files_are_private(hook_env: dict[str, str], order: str) -> None:
     assert {"state.db", "hook.log"} <= set(found)
     loose = {name: oct(mode) for name, mode in found.items() if name != "." and mode & 0o077}
     assert not loose, f"readable by others: {loose}"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11 #3: the run record is created 0644")
+def test_run_record_is_private(tmp_path: Path) -> None:
+    """A run record (raw params when logParams is on) is created 0600, its new dir 0700."""
+    import loopwarden as lw
+
+    record = tmp_path / "records" / "run.jsonl"
+    with umask(0o022):
+        guard = lw.LoopGuard(SMALL, run_record=record, log_params=True)
+        guard.run("r").before_call("tool", {"token": "x"})
+        guard.close()
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
+    assert stat.S_IMODE(record.parent.stat().st_mode) == 0o700
