@@ -25,6 +25,7 @@ from tests.adversarial._procs import (
     processes_mentioning,
     run_bounded,
 )
+from tests.hooks import payloads
 
 # Warn at 2, block at 3, stop the run at 4 identical no-progress calls.
 SMALL: dict[str, Any] = {
@@ -158,7 +159,7 @@ def hook(
     return HookAnswer(ran)
 
 
-# -- hook events with the fields the real agents send -------------------------------
+# -- hook events with the fields the real agents send (tests/hooks/payloads.py) -----------
 def claude_event(
     name: str,
     n: int,
@@ -170,18 +171,12 @@ def claude_event(
     transcript: str = "",
     **extra: Any,
 ) -> dict[str, Any]:
-    return {
-        "session_id": session,
-        "transcript_path": transcript,
-        "cwd": "/work/project",
-        "prompt_id": prompt,
-        "permission_mode": "default",
-        "hook_event_name": name,
-        "tool_name": tool,
-        "tool_input": {"command": "echo pending"} if tool_input is None else tool_input,
-        "tool_use_id": f"toolu_{n:04d}",
-        **extra,
-    }
+    """A Claude Code event ``name`` for call ``n``; ``extra`` adds or replaces fields."""
+    event = payloads.claude_pre(n, session=session, prompt=prompt, tool=tool, transcript=transcript)
+    event["hook_event_name"] = name
+    if tool_input is not None:
+        event["tool_input"] = tool_input
+    return {**event, **extra}
 
 
 def codex_event(
@@ -194,31 +189,23 @@ def codex_event(
     transcript: str = "",
     **extra: Any,
 ) -> dict[str, Any]:
-    return {
-        "session_id": session,
-        "turn_id": turn,
-        "transcript_path": transcript,
-        "cwd": "/work/project",
-        "hook_event_name": name,
-        "model": "gpt-5.1-codex",
-        "permission_mode": "default",
-        "tool_name": "Bash",
-        "tool_input": {"command": "echo pending"} if tool_input is None else tool_input,
-        "tool_use_id": f"call_{n}",
-        **extra,
-    }
+    """A Codex CLI event ``name`` for call ``n``; ``extra`` adds or replaces fields."""
+    event = payloads.codex_pre(n, session=session, turn=turn, transcript=transcript)
+    event["hook_event_name"] = name
+    if tool_input is not None:
+        event["tool_input"] = tool_input
+    return {**event, **extra}
 
 
 def gemini_event(
     name: str, *, session: str = "sess-gemini", tool_input: Any = None, **extra: Any
 ) -> dict[str, Any]:
-    return {
-        "session_id": session,
-        "transcript_path": "/nonexistent/chats/session.json",
-        "cwd": "/work/project",
-        "hook_event_name": name,
-        "timestamp": "2026-11-29T18:00:00.000Z",
-        "tool_name": "run_shell_command",
-        "tool_input": {"command": "ls"} if tool_input is None else tool_input,
-        **extra,
-    }
+    """A Gemini CLI event ``name`` (no call ids); ``extra`` adds or replaces fields."""
+    event = payloads.gemini_event(
+        name,
+        session=session,
+        tool_name="run_shell_command",
+        tool_input={"command": "ls"} if tool_input is None else tool_input,
+    )
+    event["transcript_path"] = "/nonexistent/chats/session.json"
+    return {**event, **extra}

@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.adversarial._procs import LOOPWARDEN, MiB
 from tests.adversarial.conftest import SMALL, leaks
+from tests.mcp.conftest import stop_process
 
 pytestmark = pytest.mark.timeout(180)
 UPSTREAM = [sys.executable, str(Path(__file__).with_name("_upstream.py"))]
@@ -175,12 +176,7 @@ def test_oversized_message_is_refused_and_the_proxy_goes_on(tmp_path: Path) -> N
         if proc.stdin is not None:
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
         if proc.stdout is not None:
             proc.stdout.close()
         stderr.close()
