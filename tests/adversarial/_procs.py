@@ -150,10 +150,24 @@ def _feed(proc: subprocess.Popen[bytes], data: bytes | Iterable[bytes]) -> None:
         proc.stdin.close()
 
 
+# Where /proc/PID/wchan is unreadable (some containers), a process still running after this
+# long counts as blocked: a healthy hook or replay here finishes in a second or two.
+BLOCKED_AFTER = 30.0
+
+
+def settled(proc: subprocess.Popen[bytes], timeout: float = BLOCKED_AFTER, pid: int = 0) -> None:
+    """Wait until ``proc`` exits or ``pid`` (default: ``proc``) waits on a FIFO, or timeout."""
+    from tests._wait import poll_until
+
+    watched = pid or proc.pid
+    poll_until(lambda: proc.poll() is not None or blocked_on_fifo(watched), timeout)
+
+
 def run_unless_blocked(
-    argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 60.0
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = BLOCKED_AFTER
 ) -> Ran | None:
-    """Run ``argv``; None (after killing it) as soon as it waits for the other end of a FIFO."""
+    """Run ``argv``; None (after killing it) as soon as it waits for the other end of a FIFO,
+    or if it is still running after ``timeout`` seconds."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
             list(argv),
@@ -164,10 +178,8 @@ def run_unless_blocked(
             start_new_session=True,
             preexec_fn=lambda: _limits(2048 * MiB, None),
         )
-        from tests._wait import wait_until
-
         try:
-            wait_until(lambda: proc.poll() is not None or blocked_on_fifo(proc.pid), timeout)
+            settled(proc, timeout)
         finally:
             blocked = proc.poll() is None
             if blocked:

@@ -21,9 +21,9 @@ import pytest
 from tests._wait import wait_until
 from tests.adversarial._procs import (
     LOOPWARDEN,
-    blocked_on_fifo,
     kill_group,
     processes_mentioning,
+    settled,
 )
 from tests.adversarial.conftest import (
     SMALL,
@@ -85,7 +85,7 @@ def test_fifo_transcript_never_blocks_the_hook(hook_env: dict[str, str], tmp_pat
     os.mkfifo(fifo)
     proc = start_hook(hook_env, claude_event("PreToolUse", 1, transcript=str(fifo)), daemon=False)
     try:
-        wait_until(lambda: proc.poll() is not None or blocked_on_fifo(proc.pid), timeout=60)
+        settled(proc)
         stuck = proc.poll() is None
     finally:
         release_fifo(fifo)
@@ -117,7 +117,7 @@ def test_blocked_transcript_does_not_stall_other_sessions(
         daemon=False,
     )
     try:
-        wait_until(lambda: stuck.poll() is not None or blocked_on_fifo(stuck.pid), timeout=60)
+        settled(stuck)
         other = hook(
             hook_env,
             "claude-code",
@@ -143,7 +143,7 @@ def test_helper_stops_after_a_blocking_transcript(hook_env: dict[str, str], tmp_
     os.mkfifo(fifo)
     client = start_hook(hook_env, claude_event("PreToolUse", 2, transcript=str(fifo)), daemon=True)
     try:
-        wait_until(lambda: client.poll() is not None or blocked_on_fifo(pid), timeout=60)
+        settled(client, pid=pid)
     finally:
         finish(client)  # the agent gave up on this hook call
     stopped = subprocess.run(
