@@ -21,36 +21,39 @@ import sys
 # Not typing.TYPE_CHECKING: importing typing alone costs more than this module.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    # `X as X`: explicit re-exports, so that `lw.LoopGuard` type-checks under mypy --strict.
     from typing import Any
 
-    from .config import (
-        Config,
-        DetectorsConfig,
-        LoopDetectionConfig,
-        PostCompactionGuardConfig,
-        Settings,
-        load_config,
-        normalize_agent_id,
-        resolve_config,
-    )
-    from .engine.compaction import CompactionVerdict, PostCompactionGuard
-    from .engine.detect import Detection
-    from .engine.history import ToolCallHistory
-    from .engine.runtime import Decision, block_result
-    from .errors import (
-        CircuitBreakerTripped,
-        CompactionLoopPersisted,
-        ConfigError,
-        LoopAbort,
-        LoopwardenError,
-        StoreError,
-    )
-    from .events import LoopEvent
-    from .guard import LoopGuard, RunGuard
-    from .hashing import args_hash, hash_outcome
-    from .profiles import OutcomeProfile
-    from .runrecord import JsonlRunRecord
-    from .stores import MemoryStore, Store, store_from_url
+    from .config import Config as Config
+    from .config import DetectorsConfig as DetectorsConfig
+    from .config import LoopDetectionConfig as LoopDetectionConfig
+    from .config import PostCompactionGuardConfig as PostCompactionGuardConfig
+    from .config import Settings as Settings
+    from .config import load_config as load_config
+    from .config import normalize_agent_id as normalize_agent_id
+    from .config import resolve_config as resolve_config
+    from .engine.compaction import CompactionVerdict as CompactionVerdict
+    from .engine.compaction import PostCompactionGuard as PostCompactionGuard
+    from .engine.detect import Detection as Detection
+    from .engine.history import ToolCallHistory as ToolCallHistory
+    from .engine.runtime import Decision as Decision
+    from .engine.runtime import block_result as block_result
+    from .errors import CircuitBreakerTripped as CircuitBreakerTripped
+    from .errors import CompactionLoopPersisted as CompactionLoopPersisted
+    from .errors import ConfigError as ConfigError
+    from .errors import LoopAbort as LoopAbort
+    from .errors import LoopwardenError as LoopwardenError
+    from .errors import StoreError as StoreError
+    from .events import LoopEvent as LoopEvent
+    from .guard import LoopGuard as LoopGuard
+    from .guard import RunGuard as RunGuard
+    from .hashing import args_hash as args_hash
+    from .hashing import hash_outcome as hash_outcome
+    from .profiles import OutcomeProfile as OutcomeProfile
+    from .runrecord import JsonlRunRecord as JsonlRunRecord
+    from .stores import MemoryStore as MemoryStore
+    from .stores import Store as Store
+    from .stores import store_from_url as store_from_url
 
 # public name -> module that defines it
 _EXPORTS = {

@@ -1,7 +1,8 @@
-"""The README's examples and quoted messages are true."""
+"""The README's and docs' examples, tables and quoted messages are true."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ def load_quickstart() -> dict[str, Any]:
 
 
 def test_quickstart_stops_a_stuck_agent() -> None:
-    """The README quickstart stops an agent that polls forever."""
+    """The quickstart loop warns, then blocks, then stops an agent stuck polling."""
     ns = load_quickstart()
     executed: list[str] = []
 
@@ -49,7 +50,7 @@ def test_quickstart_stops_a_stuck_agent() -> None:
 
 
 def test_quickstart_lets_a_healthy_agent_finish() -> None:
-    """The README quickstart lets a progressing agent finish."""
+    """The quickstart loop never blocks an agent whose calls make progress."""
     ns = load_quickstart()
     script = [
         [
@@ -70,7 +71,7 @@ def test_quickstart_lets_a_healthy_agent_finish() -> None:
 
 
 def test_quickstart_blocks_hallucinated_tools() -> None:
-    """The README quickstart blocks a tool that does not exist."""
+    """The quickstart loop blocks, then stops, an agent calling a tool that does not exist."""
     ns = load_quickstart()
     script = [[{"name": "web_search", "args": {"q": f"try {i}"}, "id": f"w{i}"}] for i in range(40)]
     messages: list[dict[str, Any]] = []
@@ -84,7 +85,7 @@ def test_quickstart_blocks_hallucinated_tools() -> None:
 
 
 def test_readme_quotes_the_real_messages() -> None:
-    """The messages quoted in the README are the ones the guard writes."""
+    """The warning and block texts the README quotes are the ones the guard writes."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     run = lw.LoopGuard({"tools": {"loopDetection": {"enabled": True}}}).run()
     notes, blocks = [], []
@@ -102,7 +103,7 @@ def test_readme_quotes_the_real_messages() -> None:
 
 
 def test_config_example_loads() -> None:
-    """The README config example loads."""
+    """The full config example in docs/configuration.md is valid and means what it says."""
     raw = json5.loads(snippet("config-example"))
     config = lw.load_config(raw)
     agent = config.for_agent("safe-runner")
@@ -111,9 +112,17 @@ def test_config_example_loads() -> None:
     assert "slack_post" in config.settings.send_tools
 
 
-def test_readme_table_matches_defaults() -> None:
-    """The README's table of defaults matches the code."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_short_config_example_loads() -> None:
+    """The README's short config example is valid and means what the text says."""
+    config = lw.load_config(json5.loads(snippet("config-short")))
+    main = config.for_agent(None)
+    assert (main.enabled, main.warning_threshold, main.critical_threshold) == (True, 8, 16)
+    assert config.settings.run_record == "loopwarden-runs.jsonl"
+
+
+def test_configuration_table_matches_defaults() -> None:
+    """docs/configuration.md gives every threshold's real default."""
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     defaults = lw.LoopDetectionConfig().to_dict()
     for key in (
         "historySize",
@@ -122,8 +131,17 @@ def test_readme_table_matches_defaults() -> None:
         "unknownToolThreshold",
         "globalCircuitBreakerThreshold",
     ):
-        assert re.search(rf"\| `{key}` \| int ≥ 1 \| {defaults[key]} \|", readme), key
-    assert Path(ROOT / "scripts" / "check").exists()
+        assert re.search(rf"\| `{key}` \| int ≥ 1 \| {defaults[key]} \|", page), key
+    window = lw.LoopDetectionConfig().post_compaction_guard.window_size
+    assert f"| `postCompactionGuard.windowSize` | int ≥ 1 | {window} |" in page
+
+
+def test_readme_commands_exist() -> None:
+    """The README's two commands name a script and a folder that exist."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "./scripts/check" in readme and "loopwarden replay examples/traces" in readme
+    assert (ROOT / "scripts" / "check").stat().st_mode & 0o111
+    assert any((ROOT / "examples" / "traces").iterdir())
 
 
 def test_snippets_shown_twice_are_identical() -> None:
@@ -143,8 +161,73 @@ def test_snippets_shown_twice_are_identical() -> None:
     } <= readme
 
 
-def test_readme_links_exist() -> None:
-    """Every relative link of the README points at a file."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for target in re.findall(r"\]\(((?:docs|examples)/[^)]+)\)", readme):
-        assert (ROOT / target).exists(), target
+def _pages() -> list[Path]:
+    return [
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
+        ROOT / "CHANGELOG.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+    ]
+
+
+def test_relative_links_exist() -> None:
+    """Every relative link in the README, CONTRIBUTING, CHANGELOG and docs/ points at a file."""
+    broken = []
+    for page in _pages():
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert broken == []
+
+
+def test_docs_index_maps_every_page() -> None:
+    """docs/index.md links every page in docs/, so no page is left unfindable."""
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([\w.-]+\.md)(?:#[^)]*)?\)", index))
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
+    assert pages - linked == set()
+
+
+def _defined_names(node: ast.stmt) -> tuple[str, ...]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return tuple(alias.asname or alias.name for alias in node.names)
+    if isinstance(node, ast.Assign):
+        return tuple(ast.unparse(target) for target in node.targets)
+    if isinstance(node, ast.AnnAssign):
+        return (ast.unparse(node.target),)
+    return ()
+
+
+class _Unannotate(ast.NodeTransformer):
+    """Drop type annotations, so typed and untyped code compare equal."""
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        node.returns = None
+        self.generic_visit(node)
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt | None:
+        if node.value is None:
+            return None
+        return ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno)
+
+
+def test_typed_quickstart_is_the_readme_quickstart() -> None:
+    """tests/typing/api.py type-checks the README quickstart itself, not a drifted copy."""
+    readme = ast.parse(snippet("quickstart")).body
+    typed = {
+        name: node
+        for node in ast.parse((ROOT / "tests" / "typing" / "api.py").read_text("utf-8")).body
+        for name in _defined_names(node)
+    }
+    for node in readme:
+        (name,) = _defined_names(node)
+        assert name in typed, f"tests/typing/api.py does not define {name}"
+        assert ast.dump(_Unannotate().visit(typed[name])) == ast.dump(node), name

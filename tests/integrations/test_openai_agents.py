@@ -260,6 +260,7 @@ async def test_compacted_session_arms_the_next_run(compact: bool) -> None:
         assert result.final_output == "done"
         assert len(ran) == 2 + 4
     assert session.compactions == (1 if compact else 0)
+    session.close()  # Python 3.13 warns about unclosed sqlite3 connections (an error here)
 
 
 async def test_parallel_calls_in_one_turn_are_paired_by_call_id(tmp_path: Path) -> None:
