@@ -24,6 +24,7 @@ def occurrences() -> list[tuple[str, str, str]]:
 
 
 def all_snippets() -> dict[str, str]:
+    """Every snippet by name; where a name is shown twice, the first (README) copy."""
     found: dict[str, str] = {}
     for name, _, code in occurrences():
         found.setdefault(name, code)
