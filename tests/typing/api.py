@@ -213,3 +213,20 @@ def stores() -> lw.LoopGuard:
     store = lw.store_from_url("memory://", ttl_seconds=3600)
     assert_type(store, lw.Store)
     return lw.LoopGuard(store=store)
+
+
+# -- loopwarden.testing: helpers for testing your own agent ---------------------------
+
+
+def testing_helpers() -> list[str]:
+    from loopwarden.testing import SMALL_THRESHOLDS, FakeClock, ScriptedAgent, capture_events
+
+    clock = FakeClock()
+    guard = lw.LoopGuard(SMALL_THRESHOLDS, clock=clock)
+    agent = ScriptedAgent(guard.run(), {"poll": lambda job: "pending"})
+    with capture_events() as events:
+        seen = agent.turn([("poll", {"job": "42"}, "c1")])
+        assert_type(seen[0].blocked, bool)
+        assert_type(seen[0].note, str | None)
+        assert_type(clock.advance(5), float)
+    return [event.action for event in events]
