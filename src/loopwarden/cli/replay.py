@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
 import click
-from typing_extensions import Self
 
 from ._clickutil import (
     CONTEXT,
@@ -25,6 +24,9 @@ from ._clickutil import (
 from ._progress import BelowBar, ProgressBar, echo_err, isatty
 
 if TYPE_CHECKING:
+    # typing_extensions is no runtime dependency of the core.
+    from typing_extensions import Self
+
     from ..traces.replay import RunWriter
 
 __all__ = ["main"]

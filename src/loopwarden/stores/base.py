@@ -31,10 +31,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
-from typing_extensions import Self
-
 if TYPE_CHECKING:
     from types import TracebackType
+
+    # typing_extensions is no runtime dependency of the core.
+    from typing_extensions import Self
 
     from ..config import LoopDetectionConfig
     from ..engine.state import RunState
