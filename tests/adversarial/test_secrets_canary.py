@@ -297,6 +297,7 @@ def test_hooks_keep_no_secret(
 async def test_mcp_proxy_keeps_no_secret(tmp_path: Path, canary: str, level: str) -> None:
     """Through the stdio proxy (real client, real upstream), the canary in arguments and
     results never reaches the proxy's log, even at DEBUG, nor its run record."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
     from mcp.client.client import Client
 
     from tests.adversarial.test_mcp_proxy import proxied

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("google.adk")
+
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
 from google.adk.apps.llm_event_summarizer import LlmEventSummarizer

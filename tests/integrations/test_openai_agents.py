@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("agents")
+
 from agents import (
     Agent,
     AgentHooks,
