@@ -267,7 +267,8 @@ class Projected(Agent):
                 outcome.hash,
                 is_error=outcome.is_error,
                 error=error_excerpt(text) if outcome.is_error else None,
-                waiting=is_wait_command(params),
+                # Only a call that repeats a recent one can be part of a wait pattern.
+                waiting=self.extra.recent(sig) and is_wait_command(params),
                 poll=poll,
             )
         )
@@ -447,15 +448,23 @@ def targets(result: Result) -> None:
 # -- cost ---------------------------------------------------------------------------------------
 
 
+COST_SETUPS = {
+    "today": Setup("today"),
+    "rules off": Setup("projected, new rules off", frozenset({"none"})),
+    "rules on": Setup("projected, new rules on", RULES),
+}
+"""``rules off`` runs the projection harness with every new rule off: the cost of
+the new rules is ``rules on`` against it (``today`` shows the harness's own cost)."""
+
+
 def cost(runs: list[Run], rounds: int) -> None:
-    """Microseconds per asked call, today vs the defaults (best of ``rounds``, interleaved)."""
+    """Microseconds per asked call (best of ``rounds``, interleaved)."""
     print(f"\n## Per-call cost (wall clock, best of {rounds} rounds; this machine is shared)")
     subset = [r for r in runs if r.calls]
-    chosen = {"today": setups()[0], "defaults": setups()[1]}
     best: dict[str, float] = {}
     asked: dict[str, int] = {}
     for _ in range(rounds):
-        for name, setup in chosen.items():
+        for name, setup in COST_SETUPS.items():
             guard = lw.LoopGuard(CONFIG)
             start = time.perf_counter()
             total = 0
@@ -465,25 +474,22 @@ def cost(runs: list[Run], rounds: int) -> None:
             elapsed = time.perf_counter() - start
             best[name] = min(best.get(name, elapsed), elapsed)
             asked[name] = total
-    for name in chosen:
-        print(
-            f"  {name:9s} {best[name] / asked[name] * 1e6:7.1f} us per asked call "
-            f"({asked[name]} calls)"
-        )
-    print(
-        f"  ratio    {best['defaults'] / asked['defaults'] / (best['today'] / asked['today']):.3f}x"
-    )
+    per = {name: best[name] / asked[name] * 1e6 for name in COST_SETUPS}
+    for name in COST_SETUPS:
+        print(f"  {name:9s} {per[name]:7.1f} us per asked call ({asked[name]} calls)")
+    print(f"  new rules on / off: {per['rules on'] / per['rules off']:.3f}x")
 
 
 def callgrind(data: str | None, prefix: str) -> None:
     """Instruction counts per asked call under callgrind (stable on a busy machine)."""
     print("\n## Per-call cost (callgrind instructions)")
-    for name in ("today", "defaults"):
+    counted: dict[str, float] = {}
+    for name in COST_SETUPS:
         code = (
             "import sys; sys.path.insert(0, %r)\n"
             "import bench_efficacy as b\n"
             "runs = b.load_runs(%r, %r)[:%d]\n"
-            "setup = b.setups()[%d]\n"
+            "setup = b.COST_SETUPS[%r]\n"
             "import loopwarden as lw\n"
             "g = lw.LoopGuard(b.CONFIG)\n"
             "n = 0\n"
@@ -493,7 +499,7 @@ def callgrind(data: str | None, prefix: str) -> None:
         )
         counts = []
         for limit in (0, 120):
-            script = code % (sys.path[0], data, prefix, limit, 0 if name == "today" else 1)
+            script = code % (sys.path[0], data, prefix, limit, name)
             proc = subprocess.run(
                 [
                     "valgrind",

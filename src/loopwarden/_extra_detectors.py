@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "CYCLE",
@@ -52,8 +52,7 @@ CYCLE = "cycle"
 FAILURE_STREAK = "failure_streak"
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """One finished call (or one blocked call) as the detectors see it."""
 
     tool: str
@@ -225,13 +224,6 @@ def _repeat_message(tool: str, count: int, level: Level, stop: bool) -> str:
     )
 
 
-class _Slot:
-    __slots__ = ("outcome", "quiet", "sig", "tool")
-
-    def __init__(self, tool: str, sig: str, outcome: str | None, quiet: bool) -> None:
-        self.tool, self.sig, self.outcome, self.quiet = tool, sig, outcome, quiet
-
-
 class Cycle:
     """A cycle of 2 to ``max_period`` calls repeating with unchanged outcomes per position."""
 
@@ -239,8 +231,8 @@ class Cycle:
 
     def __init__(self, cfg: CycleConfig) -> None:
         self.cfg = cfg
-        self.ring: list[_Slot] = []
-        """The newest ``max_period`` steps, oldest first."""
+        self.ring: list[tuple[str, str | None, str]] = []
+        """The newest ``max_period`` steps as (sig, outcome, tool), oldest first."""
         self.runs = [0] * (cfg.max_period + 1)
         """``runs[p]``: trailing steps equal (call and outcome) to the step ``p`` before them."""
         self.quiet_age = 1 << 30
@@ -250,19 +242,17 @@ class Cycle:
         ring = self.ring
         n = len(ring)
         outcome = step.outcome
-        for p in range(2, self.cfg.max_period + 1):
-            back = ring[n - p] if n >= p else None
-            same = (
-                back is not None
-                and outcome is not None
-                and back.sig == step.sig
-                and back.outcome == outcome
-            )
-            self.runs[p] = self.runs[p] + 1 if same else 0
-        quiet = step.waiting or step.poll
-        self.quiet_age = 0 if quiet else self.quiet_age + 1
-        ring.append(_Slot(step.tool, step.sig, outcome, quiet))
-        if len(ring) > self.cfg.max_period:
+        sig = step.sig
+        runs = self.runs
+        for p in range(2, min(n, self.cfg.max_period) + 1):
+            back = ring[n - p]
+            if outcome is not None and back[0] == sig and back[1] == outcome:
+                runs[p] += 1
+            else:
+                runs[p] = 0
+        self.quiet_age = 0 if step.waiting or step.poll else self.quiet_age + 1
+        ring.append((sig, outcome, step.tool))
+        if n >= self.cfg.max_period:
             del ring[0]
 
     def check(self, tool: str, sig: str, poll: bool) -> Finding | None:
@@ -273,10 +263,10 @@ class Cycle:
             return None
         for p in range(2, min(cfg.max_period, n) + 1):
             head = ring[n - p]
-            if head.sig != sig or head.outcome is None:
+            if head[0] != sig or head[1] is None:
                 continue
             cycle = ring[n - p :]
-            if all(slot.sig == sig for slot in cycle):
+            if all(slot[0] == sig for slot in cycle):
                 continue  # one call repeating: the consecutive-repeat rule's case
             length = self.runs[p] + p + 1  # calls in the cyclic tail, this one included
             if self.quiet_age < length - 1:
@@ -287,9 +277,9 @@ class Cycle:
             stop = length >= cfg.block_rounds * p + cfg.stop_after_blocks
             # Name the calls from where the cycle began, not from the checked call.
             first = (p - (length - 1)) % p
-            tools = tuple(slot.tool for slot in cycle[first:] + cycle[:first])
+            tools = tuple(slot[2] for slot in cycle[first:] + cycle[:first])
             message = _cycle_message(tools, length, level, stop)
-            key = "cycle:" + "|".join(sorted({slot.sig for slot in cycle}))
+            key = "cycle:" + "|".join(sorted({slot[0] for slot in cycle}))
             return Finding(
                 level,
                 CYCLE,
@@ -298,21 +288,17 @@ class Cycle:
                 key,
                 stop=stop,
                 tools=tools,
-                repeat_outcome=head.outcome,
+                repeat_outcome=head[1],
                 log_message=message,
             )
         return None
 
     def dump(self) -> list[Any]:
-        return [
-            [[s.tool, s.sig, s.outcome, s.quiet] for s in self.ring],
-            self.runs[2:],
-            self.quiet_age,
-        ]
+        return [[list(slot) for slot in self.ring], self.runs[2:], self.quiet_age]
 
     def load(self, raw: list[Any]) -> None:
         ring, runs, quiet_age = raw
-        self.ring = [_Slot(t, s, o, bool(q)) for t, s, o, q in ring][-self.cfg.max_period :]
+        self.ring = [(str(s), o, str(t)) for s, o, t in ring][-self.cfg.max_period :]
         self.runs = [0, 0, *(int(r) for r in runs)][: self.cfg.max_period + 1]
         self.runs += [0] * (self.cfg.max_period + 1 - len(self.runs))
         self.quiet_age = int(quiet_age)
@@ -434,6 +420,15 @@ def _failure_message(tool: str, count: int, level: Level, stop: bool, common: st
 _SEVERITY = {"warning": 1, "critical": 2}
 
 
+def _worse(a: Finding | None, b: Finding | None) -> Finding | None:
+    """The more severe of two findings (the first on a tie)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return b if (b.stop, _SEVERITY[b.level]) > (a.stop, _SEVERITY[a.level]) else a
+
+
 class ExtraDetectors:
     """The three detectors of one run, behind one check and one observe."""
 
@@ -447,22 +442,20 @@ class ExtraDetectors:
 
     def check(self, tool: str, sig: str, poll: bool = False) -> Finding | None:
         """The most severe finding for the next call (stop > block > warn), or None."""
-        found: list[Finding] = []
+        best: Finding | None = None
         if self.repeat is not None and not poll:
-            f = self.repeat.check(tool, sig)
-            if f is not None:
-                found.append(f)
+            best = self.repeat.check(tool, sig)
         if self.cycle is not None:
-            f = self.cycle.check(tool, sig, poll)
-            if f is not None:
-                found.append(f)
+            best = _worse(best, self.cycle.check(tool, sig, poll))
         if self.failure is not None and not poll:
-            f = self.failure.check(tool)
-            if f is not None:
-                found.append(f)
-        if not found:
-            return None
-        return max(found, key=lambda f: (f.stop, _SEVERITY[f.level]))
+            best = _worse(best, self.failure.check(tool))
+        return best
+
+    def recent(self, sig: str) -> bool:
+        """True when ``sig`` is one of the last few calls: only then can a wait matter."""
+        if self.repeat is not None and self.repeat.sig == sig:
+            return True
+        return self.cycle is not None and any(slot[0] == sig for slot in self.cycle.ring)
 
     def observe(self, step: Step) -> None:
         """Feed one finished (or blocked) call."""
@@ -502,12 +495,18 @@ _COMMAND_KEYS = ("command", "cmd", "script", "code", "commands")
 
 def is_wait_command(params: Any) -> bool:
     """True when a call's command text sleeps, watches or waits (it is waiting on purpose)."""
-    if not isinstance(params, Mapping):
+    if type(params) is not dict and not isinstance(params, Mapping):
         return False
     for key in _COMMAND_KEYS:
         value = params.get(key)
         if isinstance(value, list):
             value = " ".join(v for v in value if isinstance(v, str))
-        if isinstance(value, str) and _WAIT_WORD.search(value[:4096]) is not None:
+        if not isinstance(value, str):
+            continue
+        value = value[:4096]
+        # The substring tests are C-fast and nearly always false; the pattern checks words.
+        if ("sleep" in value or "wait" in value or "watch" in value) and _WAIT_WORD.search(
+            value
+        ):
             return True
     return False

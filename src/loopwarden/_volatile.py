@@ -9,15 +9,20 @@ fixed placeholders and nothing else: a bare count (``processed 10 items``), a
 test summary or a growing list keeps its difference, because those are
 progress.
 
-Speed: the guard masks every outcome, so the pass must cost about as much as
-hashing the same text. Python's ``re`` is fast only where a pattern starts with
-one literal character; an alternation of token patterns is not (measured: 250
-instructions per character). Every built-in token but the temp path holds a
-digit, so the text's UTF-8 bytes are first translated with every digit turned
-into ``0`` (a C loop), and one pattern that starts with the literal ``0`` finds
-all digit-bearing tokens at the first digit of their number, with look-behinds
-for the words before it. Temp paths get a second pattern, run only when the
-text contains ``tmp``. Results shorter than :data:`MIN_LENGTH` are not scanned.
+Speed. Python's ``re`` scans fast only where a pattern starts with one literal
+character; a plain alternation of the token patterns costs about 250
+instructions per character (8x hashing the same text). So the UTF-8 bytes are
+translated with every digit turned into ``0`` (a C loop), and one pattern that
+starts with the literal ``0`` finds every digit-led token (timestamps,
+durations, viewer counts, addresses, UUIDs) at the first digit of a number;
+each alternative after the number starts with a literal too, so re rejects the
+common followers (space, comma, newline) cheaply, and what comes *before* the
+number is checked in Python on the rare matches. Shell prefixes (``sh:``),
+pids (``ID``/``pid``) and temp paths (``tmp``) are passes of their own, each
+run only when its literal occurs. Text shorter than :data:`MIN_LENGTH` is not
+scanned, and at most :data:`MAX_TOKENS` digit-led tokens are replaced per text.
+The guard decides *when* to mask (see the notes of issue 9): masking is not
+free, about 4-8x hashing the same text.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 __all__ = [
     "BUILTIN_CLASS_NAMES",
     "DEFAULT_MASKER",
+    "MAX_TOKENS",
     "MIN_CONTEXT",
     "MIN_LENGTH",
     "VolatileMasker",
@@ -41,6 +47,9 @@ MIN_CONTEXT = 8
 result that *is* a timestamp or a pid is the information itself, not noise."""
 MIN_LENGTH = MIN_CONTEXT + 2
 """Shorter text is returned as it is, without scanning."""
+MAX_TOKENS = 128
+"""Digit-led tokens masked per text at most, which bounds the cost of a long log with a
+timestamp on every line; the rest stays as it is, so equal texts still mask equally."""
 
 EXCERPT_LENGTH = 160
 _ZERO = bytes.maketrans(b"123456789", b"000000000")
@@ -78,17 +87,28 @@ _SHELL_TOKEN = re.compile(rb"sh:(?: line)? ?0++(?=:)")
 _SHELL_NAME = re.compile(rb"(?:^|[\s/])(?:ba|da|z|k)?$")
 # PID: 4242, PIDs: 1, 2, Gemini CLI's "Process Group PGID: 4242", pid=4242
 _PID_NUMBER = rb"s?(?: ?[:=] ?| )\[?0++(?:, ?0++)*"
-_PID_TOKENS = (
-    re.compile(rb"ID(?:(?<=PID)|(?<=GID)|(?<=ss ID))" + _PID_NUMBER),
-    re.compile(rb"pid(?:(?<![A-Za-z]pid)|(?<=ppid)(?<![A-Za-z]ppid))" + _PID_NUMBER),
+_PID_TOKENS = (  # (a literal that must be there, the pattern)
+    (b"ID", re.compile(rb"ID(?:(?<=PID)|(?<=GID)|(?<=ss ID))" + _PID_NUMBER)),
+    (b"pid", re.compile(rb"pid(?:(?<![A-Za-z]pid)|(?<=ppid)(?<![A-Za-z]ppid))" + _PID_NUMBER)),
 )
 # A duration counts only after a word that says it is one (in 0.53s, took 12ms,
 # Wall time: 3.1 seconds, real 0m0.02s) or in brackets: "ETA 7s" and "3 minutes
 # remaining" count down toward an end, which is progress.
-_DURATION_LEAD = re.compile(
-    rb"(?:(?<![A-Za-z])(?i:in|took|after|elapsed|duration|time|real|user|sys|total)"
-    rb"[ \t]*[:=]?[ \t]*|[(\[])$"
+_DURATION_WORDS = frozenset(
+    b"in took after elapsed duration time real user sys total".split()
 )
+_LETTERS = bytes(range(65, 91)) + bytes(range(97, 123))
+
+
+def _is_duration(zeroed: bytes, start: int) -> bool:
+    before = zeroed[max(0, start - 24) : start].rstrip(b" \t")
+    if before.endswith((b"(", b"[")):
+        return True
+    before = before.rstrip(b":=").rstrip(b" \t")
+    word = before[len(before.rstrip(_LETTERS)) :]
+    return word.lower() in _DURATION_WORDS
+
+
 _TEMP = re.compile(
     rb"/(?:tmp|var/tmp|(?:private/)?var/folders/[\w.-]+/[\w.-]+/T)/"
     rb"(?:tmp(?=[a-z_]{0,24}\d)[a-z0-9_]{6,}|tmp[a-z_]{8}(?![\w.-])|tmp\.[A-Za-z0-9]{6,}"
@@ -112,27 +132,27 @@ BUILTIN_CLASS_NAMES: tuple[str, ...] = (
 
 
 def _classify(zeroed: bytes, start: int, end: int) -> tuple[str, int] | None:
-    """The class of a number-led match and where its token starts, or None to keep it."""
-    tail = zeroed[end - 1]
-    prev = zeroed[start - 1] if start else 0x20
+    """The class of a number-led match and where its token starts, or None to keep it.
+
+    Runs on matches only (rare), so the checks the pattern could not make
+    cheaply (what precedes the number, how many digits it had) live here.
+    """
     body = zeroed[start:end]
-    if body.endswith(b")"):
-        return ("viewer_lines", start) if prev == 0x28 else None  # "("
-    if b"x" in body[:3] and body.startswith(b"0x"):
+    prev = zeroed[start - 1] if start else 0x20
+    if body[1:2] == b"x":
         return None if chr(prev).isalnum() or prev == 0x5F else ("address", start)
-    if body.count(b"-") >= 2 and b":" not in body:
-        # A UUID's third group starts at a digit; the first two groups come before it.
+    if body[-1] == 0x29:  # ")"
+        return ("viewer_lines", start) if prev == 0x28 else None  # "("
+    if 0x3A in body:  # ":"
+        if body[4:5] == b"-":
+            return ("iso_timestamp", start) if body.index(b"-") == 4 else None
+        # Exactly two hour digits, not part of file.py:12:34:56 or a version.
+        return ("clock_time", start) if body.index(b":") == 2 and prev not in b":." else None
+    if 0x2D in body:  # "-": the rest of a UUID, whose third group starts at a digit
         head = _UUID_HEAD.search(zeroed, max(0, start - 15), start)
         third = body.split(b"-", 1)[0]
         return ("uuid", head.end() - 14) if head is not None and len(third) == 4 else None
-    if body[4:5] == b"-":
-        return ("iso_timestamp", start) if body.index(b"-") == 4 and prev != 0x30 else None
-    if b":" in body:
-        # Exactly two hour digits, not part of file.py:12:34:56 or a version.
-        return ("clock_time", start) if body.index(b":") == 2 and prev not in b":." else None
-    if tail in b"sn" or body.endswith((b"min", b"mins", b"minute", b"minutes")):
-        return ("duration", start)
-    return None
+    return ("duration", start)
 
 
 _REPLACEMENTS: dict[str, bytes | None] = {
@@ -218,16 +238,20 @@ class VolatileMasker:
     def _mask_builtin(self, text: str) -> str:
         data = text.encode("utf-8", "surrogatepass")
         zeroed = data.translate(_ZERO)
+        if b"0" not in zeroed and b"tmp" not in data:
+            return text  # every class but temp paths holds a digit
         spans: list[Span] = []
         if self._number:
             self._number_spans(data, zeroed, spans)
-        if self._shell:
+        if self._shell and b"sh:" in zeroed:
             for m in _SHELL_TOKEN.finditer(zeroed):
                 start = m.start()
                 if _SHELL_NAME.search(zeroed, max(0, start - 5), start) is not None:
                     spans.append((m.start(), m.end(), _DIGITS.sub(b"#", data[start : m.end()])))
         if self._pid:
-            for pattern in _PID_TOKENS:
+            for gate, pattern in _PID_TOKENS:
+                if gate not in zeroed:
+                    continue
                 for m in pattern.finditer(zeroed):
                     start, end = m.start(), m.end()
                     spans.append((start, end, _DIGITS.sub(b"#", data[start:end])))
@@ -260,14 +284,14 @@ class VolatileMasker:
             name, start = found
             if name not in names:
                 continue
-            if name == "duration" and (
-                _DURATION_LEAD.search(zeroed, max(0, start - 24), start) is None
-            ):
+            if name == "duration" and not _is_duration(zeroed, start):
                 continue
             replacement = _REPLACEMENTS[name]
             if replacement is None:
                 replacement = _DIGITS.sub(b"#", data[start : m.end()])
             spans.append((start, m.end(), replacement))
+            if len(spans) >= MAX_TOKENS:
+                break
 
     def mask_value(self, value: Any) -> Any:
         """Every string inside a JSON-like value masked (mapping keys are kept)."""
@@ -296,14 +320,15 @@ def error_excerpt(message: str, masker: VolatileMasker = DEFAULT_MASKER) -> str:
     whatever the error's size, so a failure-streak detector can compare every
     failure of a tool cheaply.
     """
-    head = message[: EXCERPT_LENGTH * 4]
-    lines = [line.strip() for line in head.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    line = lines[0]
+    head = message[: EXCERPT_LENGTH * 4].lstrip()
+    end = head.find("\n")
+    line = (head if end < 0 else head[:end]).strip()
     if line.startswith("Traceback (most recent call last)"):
-        tail = message[-EXCERPT_LENGTH * 2 :].strip().splitlines()
-        line = tail[-1].strip() if tail else line
-    elif line.endswith(":") and len(line) < 40 and len(lines) > 1:
-        line = f"{line} {lines[1]}"
+        tail = message[-EXCERPT_LENGTH * 2 :].rstrip()
+        line = tail[tail.rfind("\n") + 1 :].strip()
+    elif line.endswith(":") and len(line) < 40 and end >= 0:
+        rest = head[end + 1 :].lstrip()
+        nxt = rest[: max(0, rest.find("\n"))] if "\n" in rest else rest
+        if nxt.strip():
+            line = f"{line} {nxt.strip()}"
     return masker.mask(line)[:EXCERPT_LENGTH]
