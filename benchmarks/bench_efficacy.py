@@ -60,17 +60,12 @@ from loopwarden._extra_detectors import (
     ExtraConfig,
     ExtraDetectors,
     Finding,
-    Step,
-    is_wait_command,
 )
 from loopwarden._volatile import error_excerpt, mask_volatile
 from loopwarden.hashing import is_known_poll
 
 CONFIG = {"tools": {"loopDetection": {"enabled": True}}}
 RULES = frozenset({"masking", "repeat", "cycle", "failure"})
-EAGER_MASK_LIMIT = 512
-"""Outcomes up to this size are always masked; longer ones only when the call already
-ran in the window (only then is there an earlier outcome to compare with)."""
 TARGETS = {
     "loops acted on": 0.90,
     "late loop calls prevented": 0.75,
@@ -242,7 +237,9 @@ class Projected(Agent):
         tool, params = call.tool, call.args
         result, error = result_and_error(call)
         text = call.text() if (call.result is not None or call.error) else ""
-        if self.masking and (repeated or len(text) <= EAGER_MASK_LIMIT):
+        # Masked only when the same call already ran in the window: only then is there
+        # an earlier outcome to compare it with (masking costs several times the hash).
+        if self.masking and repeated:
             masked = mask_volatile(text)
             if call.error:
                 error = masked or "error"
@@ -260,17 +257,15 @@ class Projected(Agent):
             )
         if outcome.hash is not None:
             self.last_outcome[sig] = outcome.hash
-        self.extra.observe(
-            Step(
-                tool,
-                sig,
-                outcome.hash,
-                is_error=outcome.is_error,
-                error=error_excerpt(text) if outcome.is_error else None,
-                # Only a call that repeats a recent one can be part of a wait pattern.
-                waiting=self.extra.recent(sig) and is_wait_command(params),
-                poll=poll,
-            )
+        self.extra.record(
+            tool,
+            sig,
+            outcome.hash,
+            is_error=outcome.is_error,
+            error=error_excerpt(text) if outcome.is_error else None,
+            duration=None,  # the recordings hold no durations
+            params=params,
+            poll=poll,
         )
 
     def compaction(self) -> None:
@@ -517,9 +512,9 @@ def callgrind(data: str | None, prefix: str) -> None:
             n = int(proc.stdout.split("ASKED ")[1].split()[0])
             counts.append((ir, n))
         (ir0, _), (ir1, n1) = counts
-        print(
-            f"  {name:9s} {(ir1 - ir0) / max(n1, 1):10.0f} instructions per asked call ({n1} calls)"
-        )
+        counted[name] = (ir1 - ir0) / max(n1, 1)
+        print(f"  {name:9s} {counted[name]:10.0f} instructions per asked call ({n1} calls)")
+    print(f"  new rules on / off: {counted['rules on'] / counted['rules off']:.3f}x")
 
 
 def main(argv: Iterable[str] | None = None) -> None:

@@ -158,20 +158,20 @@ class ConsecutiveRepeat:
         self.quiet = False
         """Some call of the streak waited or polled."""
 
-    def observe(self, step: Step) -> None:
-        if step.sig != self.sig:
-            self.sig, self.tool, self.outcome = step.sig, step.tool, step.outcome
-            self.streak = 0 if step.outcome is None else 1
-            self.quiet = step.waiting or step.poll
+    def observe(self, tool: str, sig: str, outcome: str | None, quiet: bool) -> None:
+        if sig != self.sig:
+            self.sig, self.tool, self.outcome = sig, tool, outcome
+            self.streak = 0 if outcome is None else 1
+            self.quiet = quiet
             return
-        self.quiet = self.quiet or step.waiting or step.poll
-        if step.outcome is None:
+        if outcome is None:
+            self.quiet = self.quiet or quiet
             return  # nothing learned: neither progress nor a repeat
-        if step.outcome == self.outcome:
+        if outcome == self.outcome:
             self.streak += 1
+            self.quiet = self.quiet or quiet
         else:  # the result moved: progress, start counting again
-            self.outcome, self.streak = step.outcome, 1
-            self.quiet = step.waiting or step.poll
+            self.outcome, self.streak, self.quiet = outcome, 1, quiet
 
     def check(self, tool: str, sig: str) -> Finding | None:
         if sig != self.sig or self.quiet or self.outcome is None:
@@ -227,22 +227,22 @@ def _repeat_message(tool: str, count: int, level: Level, stop: bool) -> str:
 class Cycle:
     """A cycle of 2 to ``max_period`` calls repeating with unchanged outcomes per position."""
 
-    __slots__ = ("cfg", "quiet_age", "ring", "runs")
+    __slots__ = ("cfg", "quiet_age", "ring", "runs", "sigs")
 
     def __init__(self, cfg: CycleConfig) -> None:
         self.cfg = cfg
         self.ring: list[tuple[str, str | None, str]] = []
         """The newest ``max_period`` steps as (sig, outcome, tool), oldest first."""
+        self.sigs: list[str] = []
+        """The signatures of ``ring`` (a C-speed membership test for the common miss)."""
         self.runs = [0] * (cfg.max_period + 1)
         """``runs[p]``: trailing steps equal (call and outcome) to the step ``p`` before them."""
         self.quiet_age = 1 << 30
         """Steps since the newest waiting or polling step (0: the newest step)."""
 
-    def observe(self, step: Step) -> None:
+    def observe(self, tool: str, sig: str, outcome: str | None, quiet: bool) -> None:
         ring = self.ring
         n = len(ring)
-        outcome = step.outcome
-        sig = step.sig
         runs = self.runs
         for p in range(2, min(n, self.cfg.max_period) + 1):
             back = ring[n - p]
@@ -250,10 +250,12 @@ class Cycle:
                 runs[p] += 1
             else:
                 runs[p] = 0
-        self.quiet_age = 0 if step.waiting or step.poll else self.quiet_age + 1
-        ring.append((sig, outcome, step.tool))
+        self.quiet_age = 0 if quiet else self.quiet_age + 1
+        ring.append((sig, outcome, tool))
+        self.sigs.append(sig)
         if n >= self.cfg.max_period:
             del ring[0]
+            del self.sigs[0]
 
     def check(self, tool: str, sig: str, poll: bool) -> Finding | None:
         ring = self.ring
@@ -299,6 +301,7 @@ class Cycle:
     def load(self, raw: list[Any]) -> None:
         ring, runs, quiet_age = raw
         self.ring = [(str(s), o, str(t)) for s, o, t in ring][-self.cfg.max_period :]
+        self.sigs = [slot[0] for slot in self.ring]
         self.runs = [0, 0, *(int(r) for r in runs)][: self.cfg.max_period + 1]
         self.runs += [0] * (self.cfg.max_period + 1 - len(self.runs))
         self.quiet_age = int(quiet_age)
@@ -348,25 +351,32 @@ class FailureStreak:
         """Trailing failures that share ``error``."""
         self.quiet = False
 
-    def observe(self, step: Step) -> None:
-        same_tool = step.tool == self.tool
-        if step.outcome is None and not step.veto:
+    def observe(
+        self,
+        tool: str,
+        outcome: str | None,
+        is_error: bool,
+        error: str | None,
+        quiet: bool,
+        veto: bool,
+    ) -> None:
+        same_tool = tool == self.tool
+        if outcome is None and not veto:
             if not same_tool:
                 self.count = 0  # another call came between
             return
-        if not step.is_error:
+        if not is_error:
             self.count = 0
             return
         if not same_tool or self.count == 0:
-            self.tool, self.count, self.error, self.agree = step.tool, 1, step.error, 1
-            self.quiet = step.waiting or step.poll
+            self.tool, self.count, self.error, self.agree, self.quiet = tool, 1, error, 1, quiet
             return
         self.count += 1
-        self.quiet = self.quiet or step.waiting or step.poll
-        if step.veto or (step.error is not None and step.error == self.error):
+        self.quiet = self.quiet or quiet
+        if veto or (error is not None and error == self.error):
             self.agree += 1
         else:
-            self.error, self.agree = step.error, 1
+            self.error, self.agree = error, 1
 
     def check(self, tool: str) -> Finding | None:
         if tool != self.tool or self.count == 0 or self.quiet:
@@ -442,34 +452,81 @@ class ExtraDetectors:
 
     def check(self, tool: str, sig: str, poll: bool = False) -> Finding | None:
         """The most severe finding for the next call (stop > block > warn), or None."""
+        # The cheap tests first: most calls continue no pattern at all.
         best: Finding | None = None
-        if self.repeat is not None and not poll:
-            best = self.repeat.check(tool, sig)
-        if self.cycle is not None:
-            best = _worse(best, self.cycle.check(tool, sig, poll))
-        if self.failure is not None and not poll:
-            best = _worse(best, self.failure.check(tool))
+        repeat, cycle, failure = self.repeat, self.cycle, self.failure
+        if repeat is not None and not poll and sig == repeat.sig:
+            best = repeat.check(tool, sig)
+        if cycle is not None and sig in cycle.sigs:
+            best = _worse(best, cycle.check(tool, sig, poll))
+        if failure is not None and not poll and tool == failure.tool and failure.count:
+            best = _worse(best, failure.check(tool))
         return best
 
     def recent(self, sig: str) -> bool:
         """True when ``sig`` is one of the last few calls: only then can a wait matter."""
         if self.repeat is not None and self.repeat.sig == sig:
             return True
-        return self.cycle is not None and any(slot[0] == sig for slot in self.cycle.ring)
+        return self.cycle is not None and sig in self.cycle.sigs
+
+    def record(
+        self,
+        tool: str,
+        sig: str,
+        outcome: str | None,
+        *,
+        is_error: bool = False,
+        error: str | None = None,
+        duration: float | None = None,
+        params: Any = None,
+        poll: bool = False,
+    ) -> None:
+        """Feed one finished call from what a guard sees of it.
+
+        ``duration`` is the time between ``before_call`` and ``after_call`` in seconds
+        (``None``: unknown); ``params`` are the call's params, read for a waiting
+        command only when the call repeats a recent one (the only case it matters).
+        """
+        quiet = (
+            poll
+            or (duration is not None and duration >= self.cfg.wait_seconds)
+            or (params is not None and self.recent(sig) and is_wait_command(params))
+        )
+        self._observe(tool, sig, outcome, is_error, error, quiet, False)
 
     def observe(self, step: Step) -> None:
         """Feed one finished (or blocked) call."""
+        self._observe(
+            step.tool,
+            step.sig,
+            step.outcome,
+            step.is_error,
+            step.error,
+            step.waiting or step.poll,
+            step.veto,
+        )
+
+    def _observe(
+        self,
+        tool: str,
+        sig: str,
+        outcome: str | None,
+        is_error: bool,
+        error: str | None,
+        quiet: bool,
+        veto: bool,
+    ) -> None:
         if self.repeat is not None:
-            self.repeat.observe(step)
+            self.repeat.observe(tool, sig, outcome, quiet)
         if self.cycle is not None:
-            self.cycle.observe(step)
+            self.cycle.observe(tool, sig, outcome, quiet)
         if self.failure is not None:
-            self.failure.observe(step)
+            self.failure.observe(tool, outcome, is_error, error, quiet, veto)
 
     def veto(self, tool: str, sig: str, finding: Finding | None) -> None:
         """Record a blocked call: it continues the pattern it was blocked for."""
         outcome = finding.repeat_outcome if finding is not None else None
-        self.observe(Step(tool, sig, outcome or "veto", is_error=True, veto=True))
+        self._observe(tool, sig, outcome or "veto", True, None, False, True)
 
     def dump(self) -> list[Any]:
         return [
@@ -505,8 +562,6 @@ def is_wait_command(params: Any) -> bool:
             continue
         value = value[:4096]
         # The substring tests are C-fast and nearly always false; the pattern checks words.
-        if ("sleep" in value or "wait" in value or "watch" in value) and _WAIT_WORD.search(
-            value
-        ):
+        if ("sleep" in value or "wait" in value or "watch" in value) and _WAIT_WORD.search(value):
             return True
     return False

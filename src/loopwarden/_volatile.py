@@ -94,9 +94,7 @@ _PID_TOKENS = (  # (a literal that must be there, the pattern)
 # A duration counts only after a word that says it is one (in 0.53s, took 12ms,
 # Wall time: 3.1 seconds, real 0m0.02s) or in brackets: "ETA 7s" and "3 minutes
 # remaining" count down toward an end, which is progress.
-_DURATION_WORDS = frozenset(
-    b"in took after elapsed duration time real user sys total".split()
-)
+_DURATION_WORDS = frozenset(b"in took after elapsed duration time real user sys total".split())
 _LETTERS = bytes(range(65, 91)) + bytes(range(97, 123))
 
 

@@ -100,6 +100,26 @@ class TestConsecutiveRepeat:
         steps = [step("bash", "sleep 30; gh run view", "in_progress", waiting=True)] * 19
         assert levels(drive(ExtraDetectors(), steps)) == ["-"] * 19
 
+    def test_slow_calls_are_waits(self) -> None:
+        """A call that took at least ``wait_seconds`` counts as a wait."""
+        det = ExtraDetectors()
+        for _ in range(19):
+            assert det.check("ci_status", "ci_status:42") is None
+            det.record("ci_status", "ci_status:42", "running", duration=30.0, params={"id": 42})
+        fast = ExtraDetectors()
+        for _ in range(5):
+            fast.record("ci_status", "ci_status:42", "running", duration=0.2, params={"id": 42})
+        finding = fast.check("ci_status", "ci_status:42")
+        assert finding is not None and finding.critical
+
+    def test_sleep_in_the_command_is_a_wait(self) -> None:
+        """``record`` reads the command of a repeated call for sleep/watch/wait."""
+        det = ExtraDetectors()
+        params = {"command": "sleep 20; gh pr checks 7"}
+        for _ in range(19):
+            assert det.check("bash", "bash:checks") is None
+            det.record("bash", "bash:checks", "pending", params=params)
+
     def test_known_poll_is_left_to_openclaw(self) -> None:
         """A known poll call never triggers the consecutive-repeat rule."""
         steps = [step("process", "poll", "running", poll=True)] * 19
