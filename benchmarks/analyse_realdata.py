@@ -239,33 +239,22 @@ def describe_breaks(runs: list[Run]) -> None:
     resumed: Counter[str] = Counter()
     for run in runs:
         calls = run.calls
-        i = 0
-        while i < len(calls):
-            if not calls[i].error:
-                i += 1
-                continue
-            j = i
-            while j + 1 < len(calls) and calls[j + 1].error and calls[j + 1].tool == calls[i].tool:
-                j += 1
-            if j - i + 1 >= 3:
-                nxt = calls[j + 1] if j + 1 < len(calls) else None
-                if nxt is None:
-                    kind = "end of run"
-                elif nxt.tool == calls[i].tool:
-                    kind = "a success of the same tool"
-                elif nxt.error:
-                    kind = "a failure of another tool"
-                else:
-                    kind = "a success of another tool"
-                ends[kind] += 1
-                if nxt is not None and nxt.tool != calls[i].tool:
-                    after = calls[j + 2] if j + 2 < len(calls) else None
-                    resumed[
-                        "same tool fails again right after"
-                        if after is not None and after.tool == calls[i].tool and after.error
-                        else "other"
-                    ] += 1
-            i = j + 1
+        for span in failure_spans(calls, 3):
+            first = calls[span.start]
+            nxt = calls[span.end] if span.end < len(calls) else None
+            if nxt is None:
+                kind = "end of run"
+            elif nxt.tool == first.tool:
+                kind = "a success of the same tool"
+            elif nxt.error:
+                kind = "a failure of another tool"
+            else:
+                kind = "a success of another tool"
+            ends[kind] += 1
+            if nxt is not None and nxt.tool != first.tool:
+                after = calls[span.end + 1] if span.end + 1 < len(calls) else None
+                again = after is not None and after.tool == first.tool and after.error
+                resumed["same tool fails again right after" if again else "other"] += 1
     for kind, n in ends.most_common():
         print(f"- {kind}: {n}")
     print(f"- after another tool's call: {dict(resumed)}")

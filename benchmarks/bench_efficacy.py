@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter, deque
@@ -44,6 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from _callgrind import collected
 from _realdata import (
     Call,
     Run,
@@ -494,23 +494,8 @@ def callgrind(data: str | None, prefix: str) -> None:
         )
         counts = []
         for limit in (0, 120):
-            script = code % (sys.path[0], data, prefix, limit, name)
-            proc = subprocess.run(
-                [
-                    "valgrind",
-                    "--tool=callgrind",
-                    "--callgrind-out-file=/dev/null",
-                    sys.executable,
-                    "-c",
-                    script,
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            ir = int(proc.stderr.split("Collected : ")[1].split()[0])
-            n = int(proc.stdout.split("ASKED ")[1].split()[0])
-            counts.append((ir, n))
+            ir, out = collected(code % (sys.path[0], data, prefix, limit, name))
+            counts.append((ir, int(out.split("ASKED ")[1].split()[0])))
         (ir0, _), (ir1, n1) = counts
         counted[name] = (ir1 - ir0) / max(n1, 1)
         print(f"  {name:9s} {counted[name]:10.0f} instructions per asked call ({n1} calls)")

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import subprocess
 import sys
 import time
 from collections.abc import Callable
+
+from _callgrind import collected
 
 from loopwarden._volatile import MIN_LENGTH, mask_volatile
 
@@ -84,22 +85,9 @@ def callgrind(name: str, texts: list[str]) -> None:
     import pickle
 
     data = pickle.dumps(texts)
-    counts = []
-    for body in ("pass", "mask_volatile(t)"):
-        proc = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--callgrind-out-file=/dev/null",
-                sys.executable,
-                "-c",
-                script % (sys.path[0], body),
-            ],
-            input=data,
-            capture_output=True,
-            check=False,
-        )
-        counts.append(int(proc.stderr.decode().split("Collected : ")[1].split()[0]))
+    counts = [
+        collected(script % (sys.path[0], body), data)[0] for body in ("pass", "mask_volatile(t)")
+    ]
     chars = sum(map(len, texts))
     print(
         f"  {name:48s} {(counts[1] - counts[0]) / len(texts):10.0f} instr/result "
