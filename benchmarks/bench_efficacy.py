@@ -177,6 +177,7 @@ class Projected(Agent):
         self.delivered: set[str] = set()
         self.pending: tuple[str, bool, bool] | None = None
         self.last_outcome: dict[str, str] = {}
+        self.last_raw: dict[str, str] = {}
 
     def _remember(self, sig: str) -> bool:
         """Add ``sig`` to the window; True when it was already there."""
@@ -237,15 +238,24 @@ class Projected(Agent):
         tool, params = call.tool, call.args
         result, error = result_and_error(call)
         text = call.text() if (call.result is not None or call.error) else ""
+        outcome = lw.hash_outcome(tool, params, result=result, error=error)
+        raw = outcome.hash
         # Masked only when the same call already ran in the window: only then is there
         # an earlier outcome to compare it with (masking costs several times the hash).
-        if self.masking and repeated:
-            masked = mask_volatile(text)
-            if call.error:
-                error = masked or "error"
-            elif isinstance(result, str):
-                result = masked
-        outcome = lw.hash_outcome(tool, params, result=result, error=error)
+        # The same raw outcome as last time keeps last time's hash, masked or not.
+        if self.masking and repeated and raw is not None:
+            if self.last_raw.get(sig) == raw:
+                outcome = outcome._replace(hash=self.last_outcome[sig])
+            else:
+                masked = mask_volatile(text)
+                if masked is not text:
+                    if call.error:
+                        error = masked or "error"
+                    elif isinstance(result, str):
+                        result = masked
+                    outcome = lw.hash_outcome(tool, params, result=result, error=error)
+        if raw is not None:
+            self.last_raw[sig] = raw
         with contextlib.suppress(lw.LoopAbort):  # the stop shows at the next before_call
             self.guard.after_call_hashed(
                 tool,
