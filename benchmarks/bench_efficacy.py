@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import statistics
 import sys
 import time
@@ -62,7 +63,7 @@ from loopwarden._extra_detectors import (
     Finding,
 )
 from loopwarden._volatile import error_excerpt, mask_volatile
-from loopwarden.hashing import is_known_poll
+from loopwarden.hashing import digest, is_known_poll
 
 CONFIG = {"tools": {"loopDetection": {"enabled": True}}}
 RULES = frozenset({"masking", "repeat", "cycle", "failure"})
@@ -249,11 +250,12 @@ class Projected(Agent):
             else:
                 masked = mask_volatile(text)
                 if masked is not text:
+                    # Hashed as hash_outcome hashes a string result or an error message
+                    # (the unknown-tool name was read from the raw text already).
                     if call.error:
-                        error = masked or "error"
+                        outcome = outcome._replace(hash="error:" + digest(masked or "error"))
                     elif isinstance(result, str):
-                        result = masked
-                    outcome = lw.hash_outcome(tool, params, result=result, error=error)
+                        outcome = outcome._replace(hash=digest(masked))
         if raw is not None:
             self.last_raw[sig] = raw
         with contextlib.suppress(lw.LoopAbort):  # the stop shows at the next before_call
@@ -466,6 +468,9 @@ def cost(runs: list[Run], rounds: int) -> None:
     """Microseconds per asked call (best of ``rounds``, interleaved)."""
     print(f"\n## Per-call cost (wall clock, best of {rounds} rounds; this machine is shared)")
     subset = [r for r in runs if r.calls]
+    # The loaded runs are a heap no agent has: keep the collector from walking it, or
+    # every allocation a rule makes is charged for scanning the whole data set.
+    gc.freeze()
     best: dict[str, float] = {}
     asked: dict[str, int] = {}
     for _ in range(rounds):
@@ -494,6 +499,7 @@ def callgrind(data: str | None, prefix: str) -> None:
             "import sys; sys.path.insert(0, %r)\n"
             "import bench_efficacy as b\n"
             "runs = b.load_runs(%r, %r)[:%d]\n"
+            "import gc; gc.freeze()\n"
             "setup = b.COST_SETUPS[%r]\n"
             "import loopwarden as lw\n"
             "g = lw.LoopGuard(b.CONFIG)\n"
