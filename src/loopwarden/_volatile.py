@@ -52,6 +52,7 @@ MAX_TOKENS = 128
 timestamp on every line; the rest stays as it is, so equal texts still mask equally."""
 
 EXCERPT_LENGTH = 160
+"""Characters of an error kept by :func:`error_excerpt`."""
 _ZERO = bytes.maketrans(b"123456789", b"000000000")
 _HEX = rb"[0a-fA-F]"
 _END = rb"(?![0A-Za-z_])"
@@ -65,15 +66,12 @@ _UNITS += (b"sec", b"min", b"ms", b"us", b"ns", b"\xc2\xb5s", b"s")
 # its fast branch check; what came *before* the number is verified in Python,
 # on the rare matches only.
 _UNIT = rb"(?:" + b"|".join(_UNITS) + rb")" + _END
+_UUID_REST = _HEX + rb"{4}-" + _HEX + rb"{12}(?![0a-zA-Z])"
 _AFTER_NUMBER = (
     rb":00:00(?:[.,]0++)?(?![0:])",  # 13:30:08 (two-digit hour checked after)
-    rb"-(?:00-00[T ]00:00(?::00)?(?:[.,]0++)?(?:Z|[+-]00:?00)?"  # 2024-05-10T11:36:51Z
-    + rb"|"
-    + _HEX
-    + rb"{4}-"
-    + _HEX
-    + rb"{12}(?![0a-zA-Z]))",  # the rest of a UUID
-    rb"[a-fA-F]" + _HEX + rb"{0,2}-" + _HEX + rb"{4}-" + _HEX + rb"{12}(?![0a-zA-Z])",
+    # 2024-05-10T11:36:51Z, or the rest of a UUID after its version digit
+    rb"-(?:00-00[T ]00:00(?::00)?(?:[.,]0++)?(?:Z|[+-]00:?00)?|" + _UUID_REST + rb")",
+    rb"[a-fA-F]" + _HEX + rb"{0,2}-" + _UUID_REST,
     rb" (?:lines total|more lines? (?:above|below))\)",  # (443 lines total)
     rb"x" + _HEX + rb"{6,16}" + _END,  # 0x7f3a5c2e10
     rb"\.0++ ?" + _UNIT,  # 0.53s, 1.5 seconds
