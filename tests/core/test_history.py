@@ -493,6 +493,16 @@ class TestPingPong:
         assert hist.detect("list", {"dir": "/workspace"}) is None  # repeats the newest call
         assert summary(hist.detect("read", {"path": "/a.txt"})) == ("warning", "ping_pong", 13)
 
+    def test_count_includes_the_checked_call_past_history_size(self) -> None:
+        """The count is the alternating tail plus the checked call: historySize + 1 at most."""
+        cfg = lw.LoopDetectionConfig.from_dict(
+            {"enabled": True, "historySize": 4, "warningThreshold": 5}
+        )
+        hist = lw.ToolCallHistory(cfg)
+        self.alternate(hist, 9)  # the window keeps the last four: list, read, list, read
+        assert len(hist) == 4
+        assert summary(hist.detect("list", {"dir": "/workspace"})) == ("warning", "ping_pong", 5)
+
     def test_missing_outcomes_deny_evidence(self) -> None:
         """Critical needs every tail record to have an outcome."""
         hist = lw.ToolCallHistory(E)

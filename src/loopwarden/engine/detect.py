@@ -123,8 +123,9 @@ def detect_in_window(
     # 4. Ping-pong: this call continues an alternating tail.
     if detectors.ping_pong and sig == window.pp_other:
         tail = min(window.pp_tail, len(records))
-        # The checked call counts too, but a count never exceeds the window size.
-        count = min(tail + 1, cfg.history_size)
+        # The checked call counts too, so the count reaches historySize + 1, as
+        # OpenClaw counts it (SPEC 9).
+        count = tail + 1
         if tail >= 2 and count >= warning:
             paired = window.pp_last_tool or ""
             critical = count >= cfg.critical_threshold and window.pp_evidence(tail)

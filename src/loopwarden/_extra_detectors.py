@@ -1,0 +1,567 @@
+"""Detectors beyond OpenClaw's, for the runtime guard (issue 9).
+
+Three patterns that real stuck agents show and the SPEC 4 rules miss or catch
+late:
+
+* :class:`ConsecutiveRepeat`: the same call (tool + args) again and again with
+  no other call between and the same (masked) outcome each time.
+* :class:`Cycle`: a cycle of 2 to 5 calls repeating, each position with the
+  same outcome as in the previous round.
+* :class:`FailureStreak`: one tool failing call after call, whatever the args.
+
+They are engine-agnostic: a driver shows them each finished call as a
+:class:`Step` and asks :meth:`ExtraDetectors.check` before each new call.
+State is a handful of fields plus a five-entry ring, so the work per call does
+not depend on ``historySize``; :meth:`ExtraDetectors.dump` gives it as plain
+lists for persistent stores.
+
+Waiting is not looping: a step marked ``waiting`` (its shell command sleeps,
+watches or waits, or the call itself took long) or ``poll`` (a known poll tool)
+keeps every detector here quiet for the pattern it is part of, and the OpenClaw
+thresholds of SPEC 4 decide alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+__all__ = [
+    "CYCLE",
+    "FAILURE_STREAK",
+    "REPEAT",
+    "ConsecutiveRepeat",
+    "Cycle",
+    "CycleConfig",
+    "ExtraConfig",
+    "ExtraDetectors",
+    "FailureConfig",
+    "FailureStreak",
+    "Finding",
+    "RepeatConfig",
+    "Step",
+    "is_wait_command",
+]
+
+Level = Literal["warning", "critical"]
+
+REPEAT = "consecutive_repeat"
+CYCLE = "cycle"
+FAILURE_STREAK = "failure_streak"
+
+
+class Step(NamedTuple):
+    """One finished call (or one blocked call) as the detectors see it."""
+
+    tool: str
+    sig: str
+    """The args hash (``"<tool>:<digest>"``)."""
+    outcome: str | None
+    """The masked outcome hash; ``None`` when the call left no outcome."""
+    is_error: bool = False
+    error: str | None = None
+    """The failure's masked first line (what "the same error" means), if known."""
+    waiting: bool = False
+    """The call looked like a wait: ``sleep``/``watch``/``wait`` in it, or it took long."""
+    poll: bool = False
+    """A known poll call (SPEC 4): OpenClaw's poll thresholds apply to it."""
+    veto: bool = False
+    """A call the guard blocked: it continues the blocked pattern."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a detector found before a call."""
+
+    level: Level
+    detector: str
+    count: int
+    message: str
+    """For the model. May quote the common error; use :attr:`log_message` for logs."""
+    warning_key: str
+    stop: bool = False
+    """Block the call and stop the run (the model ignored the blocks)."""
+    tools: tuple[str, ...] = ()
+    """The tools of the pattern, in call order (a cycle's calls)."""
+    repeat_outcome: str | None = None
+    """The outcome a veto of this call repeats."""
+    log_message: str = ""
+    """:attr:`message` without quoted tool output (raw results never reach logs)."""
+
+    @property
+    def critical(self) -> bool:
+        return self.level == "critical"
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatConfig:
+    """``loopwarden.consecutiveRepeat``: thresholds count the checked call."""
+
+    enabled: bool = True
+    warn_at: int = 5
+    block_at: int = 6
+    stop_at: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class CycleConfig:
+    """``loopwarden.cycle``: thresholds in rounds of the cycle, the checked call included."""
+
+    enabled: bool = True
+    max_period: int = 5
+    warn_rounds: int = 3
+    block_rounds: int = 4
+    stop_after_blocks: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class FailureConfig:
+    """``loopwarden.failureStreak``: thresholds count the failures before the checked call."""
+
+    enabled: bool = True
+    warn_at: int = 10
+    block_at: int = 12
+    stop_at: int = 14
+
+
+@dataclass(frozen=True, slots=True)
+class ExtraConfig:
+    repeat: RepeatConfig = RepeatConfig()
+    cycle: CycleConfig = CycleConfig()
+    failure: FailureConfig = FailureConfig()
+    wait_seconds: float = 10.0
+    """A call that takes at least this long counts as a wait."""
+
+
+def _level(count: int, warn: int, block: int) -> Level | None:
+    if count >= block:
+        return "critical"
+    if count >= warn:
+        return "warning"
+    return None
+
+
+class ConsecutiveRepeat:
+    """The same call, N times in a row, with the same outcome each time."""
+
+    __slots__ = ("cfg", "outcome", "quiet", "sig", "streak", "tool")
+
+    def __init__(self, cfg: RepeatConfig) -> None:
+        self.cfg = cfg
+        self.sig: str | None = None
+        self.tool = ""
+        self.outcome: str | None = None
+        self.streak = 0
+        """Consecutive calls of ``sig`` that returned ``outcome`` (vetoes included)."""
+        self.quiet = False
+        """Some call of the streak waited or polled."""
+
+    def observe(self, tool: str, sig: str, outcome: str | None, quiet: bool) -> None:
+        if sig != self.sig:
+            self.sig, self.tool, self.outcome = sig, tool, outcome
+            self.streak = 0 if outcome is None else 1
+            self.quiet = quiet
+            return
+        if outcome is None:
+            self.quiet = self.quiet or quiet
+            return  # nothing learned: neither progress nor a repeat
+        if outcome == self.outcome:
+            self.streak += 1
+            self.quiet = self.quiet or quiet
+        else:  # the result moved: progress, start counting again
+            self.outcome, self.streak, self.quiet = outcome, 1, quiet
+
+    def check(self, tool: str, sig: str) -> Finding | None:
+        if sig != self.sig or self.quiet or self.outcome is None:
+            return None
+        cfg = self.cfg
+        count = self.streak + 1
+        level = _level(count, cfg.warn_at, cfg.block_at)
+        if level is None:
+            return None
+        stop = count >= cfg.stop_at
+        message = _repeat_message(tool, count, level, stop)
+        return Finding(
+            level,
+            REPEAT,
+            count,
+            message,
+            f"repeat:{sig}:{self.outcome}",
+            stop=stop,
+            tools=(tool,),
+            repeat_outcome=self.outcome,
+            log_message=message,
+        )
+
+    def dump(self) -> list[Any]:
+        return [self.sig, self.tool, self.outcome, self.streak, self.quiet]
+
+    def load(self, raw: list[Any]) -> None:
+        self.sig, self.tool, self.outcome, self.streak, self.quiet = raw
+        self.streak = int(self.streak)
+        self.quiet = bool(self.quiet)
+
+
+def _repeat_message(tool: str, count: int, level: Level, stop: bool) -> str:
+    if stop:
+        return (
+            f"CRITICAL: loopwarden stopped this run: {tool} was called {count} times in a row "
+            "with the same arguments and the same result, and the blocks were ignored."
+        )
+    if level == "critical":
+        return (
+            f"CRITICAL: loopwarden blocked this call: {tool} was called {count} times in a row "
+            "with the same arguments and got the same result each time (line counters, "
+            "timestamps and similar noise ignored). Another try will not help: change the "
+            "arguments, take a different approach, or report that you are stuck."
+        )
+    return (
+        f"WARNING: {tool} has been called {count} times in a row with the same arguments and "
+        "got the same result each time. Repeating it will not change the result; change the "
+        "arguments or the approach."
+    )
+
+
+class Cycle:
+    """A cycle of 2 to ``max_period`` calls repeating with unchanged outcomes per position."""
+
+    __slots__ = ("cfg", "quiet_age", "ring", "runs", "sigs")
+
+    def __init__(self, cfg: CycleConfig) -> None:
+        self.cfg = cfg
+        self.ring: list[tuple[str, str | None, str]] = []
+        """The newest ``max_period`` steps as (sig, outcome, tool), oldest first."""
+        self.sigs: list[str] = []
+        """The signatures of ``ring`` (a C-speed membership test for the common miss)."""
+        self.runs = [0] * (cfg.max_period + 1)
+        """``runs[p]``: trailing steps equal (call and outcome) to the step ``p`` before them."""
+        self.quiet_age = 1 << 30
+        """Steps since the newest waiting or polling step (0: the newest step)."""
+
+    def observe(self, tool: str, sig: str, outcome: str | None, quiet: bool) -> None:
+        ring = self.ring
+        n = len(ring)
+        runs = self.runs
+        for p in range(2, min(n, self.cfg.max_period) + 1):
+            back = ring[n - p]
+            if outcome is not None and back[0] == sig and back[1] == outcome:
+                runs[p] += 1
+            else:
+                runs[p] = 0
+        self.quiet_age = 0 if quiet else self.quiet_age + 1
+        ring.append((sig, outcome, tool))
+        self.sigs.append(sig)
+        if n >= self.cfg.max_period:
+            del ring[0]
+            del self.sigs[0]
+
+    def check(self, tool: str, sig: str, poll: bool) -> Finding | None:
+        ring = self.ring
+        n = len(ring)
+        cfg = self.cfg
+        if poll or n < 2:
+            return None
+        for p in range(2, min(cfg.max_period, n) + 1):
+            head = ring[n - p]
+            if head[0] != sig or head[1] is None:
+                continue
+            cycle = ring[n - p :]
+            if all(slot[0] == sig for slot in cycle):
+                continue  # one call repeating: the consecutive-repeat rule's case
+            length = self.runs[p] + p + 1  # calls in the cyclic tail, this one included
+            if self.quiet_age < length - 1:
+                continue  # a wait or a poll is part of it
+            level = _level_f(length / p, cfg.warn_rounds, cfg.block_rounds)
+            if level is None:
+                continue
+            stop = length >= cfg.block_rounds * p + cfg.stop_after_blocks
+            # Name the calls from where the cycle began, not from the checked call.
+            first = (p - (length - 1)) % p
+            tools = tuple(slot[2] for slot in cycle[first:] + cycle[:first])
+            message = _cycle_message(tools, length, level, stop)
+            key = "cycle:" + "|".join(sorted({slot[0] for slot in cycle}))
+            return Finding(
+                level,
+                CYCLE,
+                length,
+                message,
+                key,
+                stop=stop,
+                tools=tools,
+                repeat_outcome=head[1],
+                log_message=message,
+            )
+        return None
+
+    def dump(self) -> list[Any]:
+        return [[list(slot) for slot in self.ring], self.runs[2:], self.quiet_age]
+
+    def load(self, raw: list[Any]) -> None:
+        ring, runs, quiet_age = raw
+        self.ring = [(str(s), o, str(t)) for s, o, t in ring][-self.cfg.max_period :]
+        self.sigs = [slot[0] for slot in self.ring]
+        self.runs = [0, 0, *(int(r) for r in runs)][: self.cfg.max_period + 1]
+        self.runs += [0] * (self.cfg.max_period + 1 - len(self.runs))
+        self.quiet_age = int(quiet_age)
+
+
+def _level_f(rounds: float, warn: int, block: int) -> Level | None:
+    if rounds >= block:
+        return "critical"
+    if rounds >= warn:
+        return "warning"
+    return None
+
+
+def _cycle_message(tools: tuple[str, ...], length: int, level: Level, stop: bool) -> str:
+    names = " -> ".join(tools)
+    if stop:
+        return (
+            f"CRITICAL: loopwarden stopped this run: the last {length} calls went round the "
+            f"same cycle ({names}) with the same results, and the blocks were ignored."
+        )
+    if level == "critical":
+        return (
+            f"CRITICAL: loopwarden blocked this call: the last {length} calls went round the "
+            f"same cycle of {len(tools)} calls ({names}), each returning what it returned the "
+            "round before. Going round again will not help: change the approach or report "
+            "that you are stuck."
+        )
+    return (
+        f"WARNING: the last {length} calls repeat a cycle of {len(tools)} calls ({names}) "
+        "with the same results each round. If this is not moving the task forward, break "
+        "the cycle: change the approach or report the failure."
+    )
+
+
+class FailureStreak:
+    """One tool failing on every call in a row, whatever its arguments."""
+
+    __slots__ = ("agree", "cfg", "count", "error", "quiet", "tool")
+
+    def __init__(self, cfg: FailureConfig) -> None:
+        self.cfg = cfg
+        self.tool: str | None = None
+        self.count = 0
+        """Consecutive failed calls of ``tool`` (vetoes included), no other call between."""
+        self.error: str | None = None
+        self.agree = 0
+        """Trailing failures that share ``error``."""
+        self.quiet = False
+
+    def observe(
+        self,
+        tool: str,
+        outcome: str | None,
+        is_error: bool,
+        error: str | None,
+        quiet: bool,
+        veto: bool,
+    ) -> None:
+        same_tool = tool == self.tool
+        if outcome is None and not veto:
+            if not same_tool:
+                self.count = 0  # another call came between
+            return
+        if not is_error:
+            self.count = 0
+            return
+        if not same_tool or self.count == 0:
+            self.tool, self.count, self.error, self.agree, self.quiet = tool, 1, error, 1, quiet
+            return
+        self.count += 1
+        self.quiet = self.quiet or quiet
+        if veto or (error is not None and error == self.error):
+            self.agree += 1
+        else:
+            self.error, self.agree = error, 1
+
+    def check(self, tool: str) -> Finding | None:
+        if tool != self.tool or self.count == 0 or self.quiet:
+            return None
+        cfg = self.cfg
+        count = self.count
+        level = _level(count, cfg.warn_at, cfg.block_at)
+        if level is None:
+            return None
+        stop = count >= cfg.stop_at
+        common = self.error if self.agree >= min(count, cfg.block_at) else None
+        message = _failure_message(tool, count, level, stop, common)
+        return Finding(
+            level,
+            FAILURE_STREAK,
+            count,
+            message,
+            f"failures:{tool}",
+            stop=stop,
+            tools=(tool,),
+            log_message=_failure_message(tool, count, level, stop, None),
+        )
+
+    def dump(self) -> list[Any]:
+        return [self.tool, self.count, self.error, self.agree, self.quiet]
+
+    def load(self, raw: list[Any]) -> None:
+        self.tool, count, self.error, agree, quiet = raw
+        self.count, self.agree, self.quiet = int(count), int(agree), bool(quiet)
+
+
+def _failure_message(tool: str, count: int, level: Level, stop: bool, common: str | None) -> str:
+    same = f' with the same error ("{common}")' if common else ""
+    if stop:
+        return (
+            f"CRITICAL: loopwarden stopped this run: the last {count} calls of {tool} all "
+            f"failed{same}, and the blocks were ignored."
+        )
+    if level == "critical":
+        return (
+            f"CRITICAL: loopwarden blocked this call: the last {count} calls of {tool} all "
+            f"failed{same}. Calling {tool} again the same way will fail again: fix the cause "
+            "of the error first, change the approach, use another tool, or report the failure."
+        )
+    return (
+        f"WARNING: the last {count} calls of {tool} all failed{same}. Stop retrying variations "
+        "of the same idea; read the error, change the approach, or report the failure."
+    )
+
+
+_SEVERITY = {"warning": 1, "critical": 2}
+
+
+def _worse(a: Finding | None, b: Finding | None) -> Finding | None:
+    """The more severe of two findings (the first on a tie)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return b if (b.stop, _SEVERITY[b.level]) > (a.stop, _SEVERITY[a.level]) else a
+
+
+class ExtraDetectors:
+    """The three detectors of one run, behind one check and one observe."""
+
+    __slots__ = ("cfg", "cycle", "failure", "repeat")
+
+    def __init__(self, cfg: ExtraConfig | None = None) -> None:
+        self.cfg = cfg = cfg if cfg is not None else ExtraConfig()
+        self.repeat = ConsecutiveRepeat(cfg.repeat) if cfg.repeat.enabled else None
+        self.cycle = Cycle(cfg.cycle) if cfg.cycle.enabled else None
+        self.failure = FailureStreak(cfg.failure) if cfg.failure.enabled else None
+
+    def check(self, tool: str, sig: str, poll: bool = False) -> Finding | None:
+        """The most severe finding for the next call (stop > block > warn), or None."""
+        # The cheap tests first: most calls continue no pattern at all.
+        best: Finding | None = None
+        repeat, cycle, failure = self.repeat, self.cycle, self.failure
+        if repeat is not None and not poll and sig == repeat.sig:
+            best = repeat.check(tool, sig)
+        if cycle is not None and sig in cycle.sigs:
+            best = _worse(best, cycle.check(tool, sig, poll))
+        if failure is not None and not poll and tool == failure.tool and failure.count:
+            best = _worse(best, failure.check(tool))
+        return best
+
+    def recent(self, sig: str) -> bool:
+        """True when ``sig`` is one of the last few calls: only then can a wait matter."""
+        if self.repeat is not None and self.repeat.sig == sig:
+            return True
+        return self.cycle is not None and sig in self.cycle.sigs
+
+    def record(
+        self,
+        tool: str,
+        sig: str,
+        outcome: str | None,
+        *,
+        is_error: bool = False,
+        error: str | None = None,
+        duration: float | None = None,
+        params: Any = None,
+        poll: bool = False,
+    ) -> None:
+        """Feed one finished call from what a guard sees of it.
+
+        ``duration`` is the time between ``before_call`` and ``after_call`` in seconds
+        (``None``: unknown); ``params`` are the call's params, read for a waiting
+        command only when the call repeats a recent one (the only case it matters).
+        """
+        quiet = (
+            poll
+            or (duration is not None and duration >= self.cfg.wait_seconds)
+            or (params is not None and self.recent(sig) and is_wait_command(params))
+        )
+        self._observe(tool, sig, outcome, is_error, error, quiet, False)
+
+    def observe(self, step: Step) -> None:
+        """Feed one finished (or blocked) call."""
+        self._observe(
+            step.tool,
+            step.sig,
+            step.outcome,
+            step.is_error,
+            step.error,
+            step.waiting or step.poll,
+            step.veto,
+        )
+
+    def _observe(
+        self,
+        tool: str,
+        sig: str,
+        outcome: str | None,
+        is_error: bool,
+        error: str | None,
+        quiet: bool,
+        veto: bool,
+    ) -> None:
+        if self.repeat is not None:
+            self.repeat.observe(tool, sig, outcome, quiet)
+        if self.cycle is not None:
+            self.cycle.observe(tool, sig, outcome, quiet)
+        if self.failure is not None:
+            self.failure.observe(tool, outcome, is_error, error, quiet, veto)
+
+    def veto(self, tool: str, sig: str, finding: Finding | None) -> None:
+        """Record a blocked call: it continues the pattern it was blocked for."""
+        outcome = finding.repeat_outcome if finding is not None else None
+        self._observe(tool, sig, outcome or "veto", True, None, False, True)
+
+    def dump(self) -> list[Any]:
+        return [
+            None if self.repeat is None else self.repeat.dump(),
+            None if self.cycle is None else self.cycle.dump(),
+            None if self.failure is None else self.failure.dump(),
+        ]
+
+    def load(self, raw: list[Any]) -> None:
+        repeat, cycle, failure = raw
+        if self.repeat is not None and repeat is not None:
+            self.repeat.load(repeat)
+        if self.cycle is not None and cycle is not None:
+            self.cycle.load(cycle)
+        if self.failure is not None and failure is not None:
+            self.failure.load(failure)
+
+
+# sleep 30, watch -n 5 ..., gh run watch, kubectl wait, helm --wait, `wait` for jobs.
+_WAIT_WORD = re.compile(r"(?<![\w.-])(?:--?)?(?:sleep|watch|wait)(?![\w-])")
+_COMMAND_KEYS = ("command", "cmd", "script", "code", "commands")
+
+
+def is_wait_command(params: Any) -> bool:
+    """True when a call's command text sleeps, watches or waits (it is waiting on purpose)."""
+    if type(params) is not dict and not isinstance(params, Mapping):
+        return False
+    for key in _COMMAND_KEYS:
+        value = params.get(key)
+        if isinstance(value, list):
+            value = " ".join(v for v in value if isinstance(v, str))
+        if not isinstance(value, str):
+            continue
+        value = value[:4096]
+        # The substring tests are C-fast and nearly always false; the pattern checks words.
+        if ("sleep" in value or "wait" in value or "watch" in value) and _WAIT_WORD.search(value):
+            return True
+    return False
