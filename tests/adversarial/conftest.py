@@ -41,12 +41,6 @@ SMALL: dict[str, Any] = {
 }
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "slow: an adversarial test that takes seconds (CI runs it; -m 'not slow' skips)"
-    )
-
-
 def leaks(secret: str, text: str | bytes, window: int = 8) -> bool:
     """True if ``text`` holds ``secret`` or any ``window`` characters of it (loggers elide
     the middle of long values, so a partial copy is a leak too)."""

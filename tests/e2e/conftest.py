@@ -21,13 +21,6 @@ from .harness import LOOPWARDEN, REQUIRED, Workspace, cli_path, netns_prefix
 pytest.register_assert_rewrite("tests.e2e.common")  # must precede the test modules' imports
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "e2e: runs a real coding-agent CLI (scripts/e2e-cli-setup) in a network namespace",
-    )
-
-
 def unavailable(reason: str) -> None:
     if REQUIRED:
         pytest.fail(f"{reason} (LOOPWARDEN_E2E_REQUIRED=1)", pytrace=False)
