@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-START = _dt.datetime(2026, 11, 3, 9, 12, 4, tzinfo=_dt.timezone.utc)
+START = _dt.datetime(2026, 11, 3, 9, 12, 4, tzinfo=_dt.UTC)
 
 
 class Clock:

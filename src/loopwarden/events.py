@@ -49,7 +49,7 @@ EventSink = Callable[[LoopEvent], None]
 
 
 def iso_time(seconds: float) -> str:
-    stamp = _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc)
+    stamp = _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC)
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

@@ -106,7 +106,7 @@ TYPED: dict[str, st.SearchStrategy[Any]] = {
     "list": st.lists(st.text(max_size=3), max_size=4),
     "dict": st.dictionaries(st.text(max_size=3), SMALL_INTS, max_size=4),
     "frozenset": st.frozensets(SMALL_INTS, max_size=4),
-    "datetime": st.datetimes(timezones=st.just(dt.timezone.utc)),
+    "datetime": st.datetimes(timezones=st.just(dt.UTC)),
     "uuid": st.uuids(),
     "decimal": DECIMALS,
     "complex": st.complex_numbers(allow_nan=False, allow_infinity=False),

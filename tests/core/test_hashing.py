@@ -99,7 +99,7 @@ class TestCanonical:
         value = {
             "point": Point(1, 2.0),
             "colour": Colour.RED,
-            "when": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+            "when": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
             "day": dt.date(2026, 1, 2),
             "id": uuid.UUID(int=5),
             "path": PurePosixPath("/tmp/x"),

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypedDict
-
-from typing_extensions import assert_type
+from typing import Any, Literal, TypedDict, assert_type
 
 import loopwarden as lw
 

@@ -25,7 +25,7 @@ from ._progress import BelowBar, ProgressBar, echo_err, isatty
 
 if TYPE_CHECKING:
     # typing_extensions is no runtime dependency of the core.
-    from typing_extensions import Self
+    from typing import Self
 
     from ..traces.replay import RunWriter
 

@@ -45,6 +45,8 @@ from ._base import append_note, require, resolve_guard
 require("langchain.agents", "langchain")
 require("langgraph", "langchain")
 
+from typing import NotRequired  # noqa: E402
+
 from langchain.agents.middleware import (  # noqa: E402 - after the extra check on purpose
     AgentMiddleware,
     AgentState,
@@ -56,7 +58,6 @@ from langgraph.errors import GraphBubbleUp  # noqa: E402
 from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
 from langgraph.types import Command  # noqa: E402
-from typing_extensions import NotRequired  # noqa: E402
 
 __all__ = ["LoopGuardMiddleware", "LoopGuardState"]
 

@@ -164,7 +164,7 @@ class HtmlWriter:
     def render(self, totals: Totals) -> str:
         meta = self.meta
         parts: list[str] = [HEAD]
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
         parts.append("<header><h1>loopwarden replay</h1>")
         if meta is not None:
             parts.append(f'<p class="meta">{_e(meta.describe())}</p>')

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     # typing_extensions is no runtime dependency of the core.
-    from typing_extensions import Self
+    from typing import Self
 
     from ..config import LoopDetectionConfig
     from ..engine.state import RunState
