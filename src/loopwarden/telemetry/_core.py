@@ -11,7 +11,8 @@ from typing import Any, Protocol
 
 from .._logging import logger
 from ..events import LoopEvent
-from ._names import DEFAULT_MAX_AGENTS, DEFAULT_MAX_TOOL_NAMES, Capped
+from ..config.model import DEFAULT_MAX_AGENTS, DEFAULT_MAX_TOOL_NAMES
+from ._names import Capped
 
 __all__ = ["Recorder", "Telemetry"]
 

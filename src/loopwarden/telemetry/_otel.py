@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -67,33 +68,67 @@ class _Tally:
         return [Observation(n, self._attrs(key)) for key, n in counts]
 
 
-class OtelRecorder:
-    """Records into OpenTelemetry instruments and onto the current span."""
+class _Instruments:
+    """The four instruments of one meter provider, and the tallies behind the counters.
 
-    def __init__(self, meter_provider: Any = None) -> None:
+    Shared by every recorder on that provider: the SDK hands a second
+    registration of an instrument name the first instrument, with the first
+    registration's callbacks, so per-recorder tallies would go unreported.
+    """
+
+    def __init__(self, meter_provider: Any) -> None:
         meter = metrics.get_meter("loopwarden", _version(), meter_provider)
         # Label tuples end with (tool, agent); the rest is named per metric.
-        self._calls = _Tally(lambda k: {**_base(k[1], k[2]), ACTION: k[0]})
-        self._detections = _Tally(
+        self.calls = _Tally(lambda k: {**_base(k[1], k[2]), ACTION: k[0]})
+        self.detections = _Tally(
             lambda k: {**_base(k[3], k[4]), DETECTOR: k[0], LEVEL: k[1], ACTION: k[2]}
         )
-        self._stopped = _Tally(lambda k: {**_base(k[1], k[2]), CODE: k[0]})
+        self.stopped = _Tally(lambda k: {**_base(k[1], k[2]), CODE: k[0]})
         for name, tally in (
-            (TOOL_CALLS, self._calls),
-            (DETECTIONS, self._detections),
-            (RUNS_STOPPED, self._stopped),
+            (TOOL_CALLS, self.calls),
+            (DETECTIONS, self.detections),
+            (RUNS_STOPPED, self.stopped),
         ):
             unit, _, text = METRICS[name]
             meter.create_observable_counter(
                 name, callbacks=[tally.observe], unit=unit, description=text
             )
         unit, _, text = METRICS[GUARD_DURATION]
-        self._duration = meter.create_histogram(
+        self.duration = meter.create_histogram(
             GUARD_DURATION,
             unit=unit,
             description=text,
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
         )
+
+
+class _GlobalProvider:
+    """Key of the instruments on the global meter provider (whatever it is set to later)."""
+
+
+_GLOBAL = _GlobalProvider()
+_shared: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
+_shared_lock = threading.Lock()
+
+
+def _instruments(meter_provider: Any) -> _Instruments:
+    key = _GLOBAL if meter_provider is None else meter_provider
+    with _shared_lock:
+        found = _shared.get(key)
+        if found is None:
+            found = _shared[key] = _Instruments(meter_provider)
+        return found
+
+
+class OtelRecorder:
+    """Records into OpenTelemetry instruments and onto the current span."""
+
+    def __init__(self, meter_provider: Any = None) -> None:
+        shared = _instruments(meter_provider)
+        self._calls = shared.calls
+        self._detections = shared.detections
+        self._stopped = shared.stopped
+        self._duration = shared.duration
         # Attribute dicts per (tool, agent): labels are capped, so this stays small,
         # and the per-call path builds no dicts.
         self._attrs: dict[tuple[str, str], Attrs] = {}
