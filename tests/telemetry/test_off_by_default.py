@@ -7,13 +7,7 @@ import json
 import subprocess
 import sys
 
-from pathlib import Path
-
 import pytest
-
-import loopwarden as lw
-from loopwarden.errors import ConfigError
-from loopwarden.telemetry import TelemetrySettings, parse_telemetry_setting
 
 LOOP = """
 import json, sys
@@ -70,47 +64,3 @@ def test_turning_it_on_is_what_imports_opentelemetry() -> None:
     assert not any(m.startswith("opentelemetry.sdk") for m in loaded)  # the API only
     assert not any(m.startswith("prometheus_client") for m in loaded)
     assert result["run"] == "TracedRun"
-
-
-def test_settings_key_accepts_a_boolean_or_an_object() -> None:
-    """`loopwarden.telemetry` takes true/false or {enabled, maxToolNames, maxAgents}."""
-    assert parse_telemetry_setting(None) == (TelemetrySettings(), [])
-    assert parse_telemetry_setting(True) == (TelemetrySettings(enabled=True), [])
-    settings, issues = parse_telemetry_setting({"maxToolNames": 20})
-    assert issues == [] and settings == TelemetrySettings(enabled=True, max_tool_names=20)
-    settings, issues = parse_telemetry_setting({"enabled": False, "maxAgents": 5})
-    assert issues == [] and settings == TelemetrySettings(enabled=False, max_agents=5)
-
-
-def test_settings_key_reports_each_problem_with_its_path() -> None:
-    """Bad values give one ConfigIssue per problem, each naming its key."""
-    _, issues = parse_telemetry_setting("yes")
-    assert [(i.path, i.message) for i in issues] == [
-        ("loopwarden.telemetry", "expected true, false or an object, got str")
-    ]
-    _, issues = parse_telemetry_setting({"enabled": "on", "maxToolNames": 0, "spans": True})
-    assert sorted(i.path for i in issues) == [
-        "loopwarden.telemetry.enabled",
-        "loopwarden.telemetry.maxToolNames",
-        "loopwarden.telemetry.spans",
-    ]
-    assert "Allowed keys: enabled, maxToolNames, maxAgents" in str(issues[-1])
-
-
-def test_config_file_errors_name_the_file_line_and_path(tmp_path: Path) -> None:
-    """The key is validated with the whole config: file, line, full path, a "did you mean"."""
-    path = tmp_path / "lw.json5"
-    path.write_text(
-        "{\n  loopwarden: {\n    telemetry: {\n      enabled: 'on',\n"
-        "      maxToolName: 5,\n      maxAgents: 0,\n    },\n  },\n}\n"
-    )
-    with pytest.raises(ConfigError) as caught:
-        lw.load_config(path)
-    assert [str(issue) for issue in caught.value.issues] == [
-        f"{path}:4: loopwarden.telemetry.enabled: expected true or false, got 'on'",
-        f"{path}:5: loopwarden.telemetry.maxToolName: unknown key; did you mean "
-        "'maxToolNames'? Allowed keys: enabled, maxToolNames, maxAgents",
-        f"{path}:6: loopwarden.telemetry.maxAgents: expected a positive integer (1 or more), got 0",
-    ]
-    settings = lw.load_config({"loopwarden": {"telemetry": {"maxAgents": 3}}}).settings
-    assert settings.telemetry == TelemetrySettings(enabled=True, max_agents=3)

@@ -171,7 +171,9 @@ def validate_telemetry(value: Any, path: PathKey, issues: list[ConfigIssue]) -> 
             continue
         if item is None:
             continue
-        checked = _bool(item, sub, issues) if attr == "enabled" else _positive_int(item, sub, issues)
+        checked = (
+            _bool(item, sub, issues) if attr == "enabled" else _positive_int(item, sub, issues)
+        )
         if checked is not None:
             kwargs[attr] = checked
     return TelemetrySettings(**kwargs)
