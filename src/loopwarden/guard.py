@@ -127,6 +127,7 @@ class LoopGuard:
             self.telemetry = resolve_telemetry(telemetry, settings.telemetry)
             if self.telemetry is not None:
                 self._run_class = TracedRun
+                self._open_calls: dict[tuple[str, Any], float | None] = {}
                 sinks.append(self.telemetry.on_event)
         record_path = run_record if run_record is not None else settings.run_record
         self.run_record: JsonlRunRecord | None = None

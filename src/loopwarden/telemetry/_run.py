@@ -12,11 +12,14 @@ transaction twice still counts each call once.
 The guard's time per call is one sample: ``before_call`` plus ``after_call``.
 A blocked call is sampled at ``before_call``, since most frameworks report
 nothing back for it; when one does (LangChain, Pydantic AI), that
-``after_call`` adds no second sample.
+``after_call`` adds no second sample. The ``before_call`` time waits for its
+outcome in the :class:`LoopGuard`, not in the run object, because a hook
+helper makes a new run object for every event of the same run.
 """
 
 from __future__ import annotations
 
+from itertools import islice
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TracedRun"]
 
-_MAX_OPEN = 256  # calls whose outcome never came; the newest half is kept past this
+_MAX_OPEN = 1024  # calls whose outcome never came; the oldest half is dropped past this
 
 
 def _name(tool: Any) -> str:
@@ -44,25 +47,24 @@ class TracedRun(RunGuard):
     def __init__(self, guard: Any, **kwargs: Any) -> None:
         super().__init__(guard, **kwargs)
         self._tel: Telemetry = guard.telemetry
-        # call key -> guard seconds spent in before_call; None: sampled already (blocked)
-        self._open: dict[Any, float | None] = {}
+        # (run key, call key) -> seconds spent in before_call; None: sampled already (blocked)
+        self._open: dict[tuple[str, Any], float | None] = guard._open_calls
 
     # -- bookkeeping ---------------------------------------------------------------
     def _checked(self, action: str, tool: Any, key: Any, seconds: float) -> None:
         try:
             self._tel.record_call(action, _name(tool), self.agent_id, seconds)
-            if key is None:  # the run was stopped: no outcome follows
-                return
             open_calls = self._open
-            open_calls[key] = None if action == "block" else seconds
+            open_calls[self.key, key] = None if action == "block" else seconds
             if len(open_calls) > _MAX_OPEN:
-                self._open = dict(list(open_calls.items())[_MAX_OPEN // 2 :])
+                for stale in list(islice(open_calls, _MAX_OPEN // 2)):
+                    open_calls.pop(stale, None)
         except Exception:  # e.g. a tool name that cannot be made a string
             logger.exception("loopwarden telemetry failed to record a call")
 
     def _done(self, tool: Any, key: Any, seconds: float) -> None:
         try:
-            before = self._open.pop(key, 0.0)
+            before = self._open.pop((self.key, key), 0.0)
             if before is not None:
                 self._tel.record_outcome(_name(tool), self.agent_id, before + seconds)
         except Exception:
@@ -72,26 +74,26 @@ class TracedRun(RunGuard):
     def before_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
         if self._off:
             return ALLOW
+        key = call_id if call_id is not None else (tool, id(params))
         start = perf_counter()
         try:
             decision = super().before_call(tool, params, call_id)
-        except LoopAbort:
-            self._checked("block", tool, None, perf_counter() - start)
+        except LoopAbort:  # the run ends: counted as a call that was not run
+            self._checked("block", tool, key, perf_counter() - start)
             raise
-        key = call_id if call_id is not None else (tool, id(params))
         self._checked(decision.action, tool, key, perf_counter() - start)
         return decision
 
     async def abefore_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
         if self._off:
             return ALLOW
+        key = call_id if call_id is not None else (tool, id(params))
         start = perf_counter()
         try:
             decision = await super().abefore_call(tool, params, call_id)
         except LoopAbort:
-            self._checked("block", tool, None, perf_counter() - start)
+            self._checked("block", tool, key, perf_counter() - start)
             raise
-        key = call_id if call_id is not None else (tool, id(params))
         self._checked(decision.action, tool, key, perf_counter() - start)
         return decision
 
@@ -100,13 +102,13 @@ class TracedRun(RunGuard):
     ) -> Decision:
         if self._off:
             return ALLOW
+        key = call_id if call_id is not None else args_hash
         start = perf_counter()
         try:
             decision = super().before_call_hashed(tool, args_hash, call_id=call_id, poll=poll)
         except LoopAbort:
-            self._checked("block", tool, None, perf_counter() - start)
+            self._checked("block", tool, key, perf_counter() - start)
             raise
-        key = call_id if call_id is not None else args_hash
         self._checked(decision.action, tool, key, perf_counter() - start)
         return decision
 
