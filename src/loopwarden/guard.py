@@ -22,6 +22,7 @@ blocked, when fail-closed).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
@@ -122,11 +123,10 @@ class LoopGuard:
             telemetry = settings.telemetry.enabled
         if telemetry is not False:
             from .telemetry import resolve_telemetry
-            from .telemetry._run import TracedRun
 
             self.telemetry = resolve_telemetry(telemetry, settings.telemetry)
             if self.telemetry is not None:
-                self._run_class = TracedRun
+                self._run_class = _traced_run()
                 self._open_calls: dict[tuple[str, Any], float | None] = {}
                 sinks.append(self.telemetry.on_event)
         record_path = run_record if run_record is not None else settings.run_record
@@ -331,6 +331,17 @@ class RunGuard(RunBase):
     def snapshot(self) -> Mapping[str, Any]:
         """A summary of this run's state (for debugging and tests)."""
         return self._transact(_snapshot)
+
+
+@functools.cache
+def _traced_run() -> type[RunGuard]:
+    """RunGuard with telemetry mixed in, made on first use (telemetry is imported then)."""
+    from .telemetry._run import Traced
+
+    class TracedRun(Traced, RunGuard):
+        """A run guard that reports each call to its guard's Telemetry."""
+
+    return TracedRun
 
 
 def _snapshot(st: RunState) -> dict[str, Any]:

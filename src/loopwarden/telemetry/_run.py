@@ -1,8 +1,9 @@
 """The guard of one run when telemetry is on: every entry point counted and timed.
 
-A subclass of :class:`~loopwarden.guard.RunGuard` rather than a branch inside
-it, so that a guard without telemetry runs exactly the code it ran before.
-Each method first runs the ``RunGuard`` one, which commits the store
+:class:`Traced` is mixed into :class:`~loopwarden.guard.RunGuard` (by
+``loopwarden.guard``, which keeps this package from importing the driver)
+rather than a branch inside it, so that a guard without telemetry runs
+exactly the code it ran before. Each method first runs the ``RunGuard`` one, which commits the store
 transaction and then writes the run record and emits the events (the span
 events among them, through :meth:`Telemetry.on_event`) in the caller's
 thread or task, where the framework's tool span is current. Only then is the
@@ -26,13 +27,15 @@ from typing import TYPE_CHECKING, Any
 from .._logging import logger
 from ..engine.runtime import ALLOW, Decision
 from ..errors import LoopAbort
-from ..guard import RunGuard
 from ..hashing import MISSING
 
 if TYPE_CHECKING:
+    from ..guard import RunGuard as _Base
     from ._core import Telemetry
+else:
+    _Base = object
 
-__all__ = ["TracedRun"]
+__all__ = ["Traced"]
 
 _MAX_OPEN = 1024  # calls whose outcome never came; the oldest half is dropped past this
 
@@ -41,8 +44,8 @@ def _name(tool: Any) -> str:
     return tool.strip() if type(tool) is str else str(tool).strip()
 
 
-class TracedRun(RunGuard):
-    """A :class:`RunGuard` that reports each call to its guard's :class:`Telemetry`."""
+class Traced(_Base):
+    """Mixed into :class:`RunGuard`: reports each call to its guard's :class:`Telemetry`."""
 
     def __init__(self, guard: Any, **kwargs: Any) -> None:
         super().__init__(guard, **kwargs)
