@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Status, StatusCode
 
@@ -38,6 +39,12 @@ from ._names import (
 __all__ = ["OtelRecorder"]
 
 Attrs = dict[str, str]
+
+# Durations are recorded outside the tool span's context: with the SDK's default
+# trace-based exemplar filter every sample in a sampled span would carry an
+# exemplar, a third of the histogram's cost per call, for a link to a trace that
+# says nothing about the guard's own time.
+_NO_SPAN = trace.set_span_in_context(trace.INVALID_SPAN, Context())
 
 
 def _version() -> str:
@@ -143,10 +150,10 @@ class OtelRecorder:
     def call(self, action: str, tool: str, agent: str, seconds: float) -> None:
         self._calls.add((action, tool, agent))
         if action == "block":  # no after_call follows: this is the call's whole guard time
-            self._duration.record(seconds, self._base(tool, agent))
+            self._duration.record(seconds, self._base(tool, agent), context=_NO_SPAN)
 
     def outcome(self, tool: str, agent: str, seconds: float) -> None:
-        self._duration.record(seconds, self._base(tool, agent))
+        self._duration.record(seconds, self._base(tool, agent), context=_NO_SPAN)
 
     def event(self, event: LoopEvent, tool: str, agent: str) -> None:
         self._detections.add((event.detector, event.level, event.action, tool, agent))

@@ -49,14 +49,27 @@ class Traced(_Base):
 
     def __init__(self, guard: Any, **kwargs: Any) -> None:
         super().__init__(guard, **kwargs)
-        self._tel: Telemetry = guard.telemetry
+        tel: Telemetry = guard.telemetry
+        self._tel = tel
+        self._recorders = tel.recorders
+        # tool as called -> its (tool, agent) metric labels, capped by the Telemetry
+        self._labels: dict[Any, tuple[str, str]] = {}
         # (run key, call key) -> seconds spent in before_call; None: sampled already (blocked)
         self._open: dict[tuple[str, Any], float | None] = guard._open_calls
 
     # -- bookkeeping ---------------------------------------------------------------
+    def _label(self, tool: Any) -> tuple[str, str]:
+        labels = self._labels
+        if len(labels) > 256:  # a model inventing names; the Telemetry caps them anyway
+            labels.clear()
+        found = labels[tool] = self._tel._labels(_name(tool), self.agent_id)
+        return found
+
     def _checked(self, action: str, tool: Any, key: Any, seconds: float) -> None:
         try:
-            self._tel.record_call(action, _name(tool), self.agent_id, seconds)
+            label, agent = self._labels.get(tool) or self._label(tool)
+            for recorder in self._recorders:
+                recorder.call(action, label, agent, seconds)
             open_calls = self._open
             open_calls[self.key, key] = None if action == "block" else seconds
             if len(open_calls) > _MAX_OPEN:
@@ -69,7 +82,9 @@ class Traced(_Base):
         try:
             before = self._open.pop((self.key, key), 0.0)
             if before is not None:
-                self._tel.record_outcome(_name(tool), self.agent_id, before + seconds)
+                label, agent = self._labels.get(tool) or self._label(tool)
+                for recorder in self._recorders:
+                    recorder.outcome(label, agent, before + seconds)
         except Exception:
             logger.exception("loopwarden telemetry failed to record an outcome")
 
