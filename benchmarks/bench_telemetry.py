@@ -40,17 +40,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 import loopwarden as lw
 from loopwarden.telemetry import Telemetry
+from loopwarden.testing import SMALL_THRESHOLDS
 
-CONFIG = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-        }
-    }
-}
+CONFIG = SMALL_THRESHOLDS  # warn at 3, block at 5, stop at 7
 CASES = ("off", "on")
 WORKLOADS = ("progress", "stuck")
 

@@ -35,18 +35,10 @@ from pydantic_ai.models.instrumented import InstrumentationSettings
 
 import loopwarden as lw
 from loopwarden.integrations.pydantic_ai import LoopGuardCapability
+from loopwarden.testing import SMALL_THRESHOLDS
 
-CONFIG = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-        }
-    },
-    "loopwarden": {"telemetry": True},  # the one switch
-}
+# Small thresholds (warn at 3, block at 5, stop at 7) keep the loop short.
+CONFIG = {**SMALL_THRESHOLDS, "loopwarden": {"telemetry": True}}  # the one switch
 
 
 def main(endpoint: str) -> int:

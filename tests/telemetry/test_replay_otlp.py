@@ -8,7 +8,6 @@ replay, and is accepted by an OTLP/HTTP endpoint as it is.
 from __future__ import annotations
 
 import json
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +79,7 @@ def test_the_output_is_reimported_over_otlp_http(tmp_path: Path) -> None:
     lines = out.read_text().splitlines()
     with otlp_receiver() as receiver:
         for line in lines:
-            request = urllib.request.Request(
-                f"{receiver.url}/v1/traces",
-                data=line.encode(),
-                headers={"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(request, timeout=10) as response:
-                assert response.status == 200
+            assert receiver.post_json("/v1/traces", line) == 200
         received = receiver.messages("/v1/traces")
     assert len(received) == len(lines)
     for line, message in zip(lines, received, strict=True):
