@@ -1,18 +1,15 @@
-"""Per-call cost of telemetry: the guard with it off, and on with the real OpenTelemetry SDK.
+"""Per-call cost of telemetry through the wired guard: off, and on with the real OpenTelemetry SDK.
 
 Cases, each over the same tool calls (``--calls`` per pass, best of ``--rounds``):
 
-* ``off``        — ``RunGuard.before_call`` / ``after_call`` as today;
-* ``off+check``  — the same with the driver's ``telemetry is None`` check and
-  the clock reads skipped when off (what the wiring adds when telemetry is off);
-* ``on``         — ``Telemetry.record_call`` after ``before_call``,
-  ``record_outcome`` after ``after_call`` and ``on_event`` as an event sink,
-  with an SDK ``TracerProvider`` whose exporter drops everything and an SDK
-  ``MeterProvider`` whose reader is never
-  collected.
+* ``off`` — ``LoopGuard(config)``: telemetry unset, runs are plain ``RunGuard``s;
+* ``on``  — ``LoopGuard(config, telemetry=Telemetry(meter_provider=...))``: the
+  driver's ``TracedRun`` counts and times every call and puts each event on
+  the current span, with an SDK ``TracerProvider`` whose exporter drops
+  everything and an SDK ``MeterProvider`` whose reader is never collected.
 
 Every case runs each call inside a recording tool span (as an instrumented
-framework does), so the differences are loopwarden's own work.
+framework does), so the difference is loopwarden's own work.
 
 Two workloads: ``progress`` (distinct calls, every decision is ``allow``) and
 ``stuck`` (the same call over and over: warnings, blocks and a stop every 8
@@ -43,18 +40,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 import loopwarden as lw
 from loopwarden.telemetry import Telemetry
+from loopwarden.testing import SMALL_THRESHOLDS
 
-CONFIG = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 3,
-            "criticalThreshold": 5,
-            "globalCircuitBreakerThreshold": 7,
-        }
-    }
-}
-CASES = ("off", "off+check", "on")
+CONFIG = SMALL_THRESHOLDS  # warn at 3, block at 5, stop at 7
+CASES = ("off", "on")
 WORKLOADS = ("progress", "stuck")
 
 
@@ -76,18 +65,13 @@ def calls_for(workload: str, n: int) -> list[tuple[str, dict[str, Any], Any]]:
 def make_case(case: str, workload: str, n: int) -> Callable[[], float]:
     """One timed pass over ``n`` calls through fresh runs; returns the seconds spent."""
     calls = calls_for(workload, n)
-    telemetry: Telemetry | None = None
-    # Every case runs its calls inside recording tool spans, as under an instrumented
-    # framework, so the difference between the cases is loopwarden's work alone.
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(DropExporter()))
     tracer = provider.get_tracer("bench")
+    telemetry = None
     if case == "on":
-        meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
-        telemetry = Telemetry(meter_provider=meters)
-    sinks = [telemetry.on_event] if telemetry is not None else []
-    guard = lw.LoopGuard(CONFIG, agent_id="bench", on_event=sinks)
-    check = case != "off"
+        telemetry = Telemetry(meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    guard = lw.LoopGuard(CONFIG, agent_id="bench", telemetry=telemetry)
     clock = time.perf_counter
 
     def one_pass() -> float:
@@ -97,23 +81,13 @@ def make_case(case: str, workload: str, n: int) -> Callable[[], float]:
             span = tracer.start_span("execute_tool")
             ctx = context.attach(trace.set_span_in_context(span))
             start = clock()
-            tel = telemetry if check else None
-            t0 = clock() if tel is not None else 0.0
             try:
                 decision = run.before_call(tool, params, f"c{i}")
             except lw.LoopAbort:
-                if tel is not None:
-                    tel.record_call("block", tool, run.agent_id, clock() - t0)
                 run = guard.run()
-                decision = None
             else:
-                if tel is not None:
-                    tel.record_call(decision.action, tool, run.agent_id, clock() - t0)
-            if decision is not None and not decision.blocked:
-                t1 = clock() if tel is not None else 0.0
-                run.after_call(tool, params, f"c{i}", result=result)
-                if tel is not None:  # the call's whole guard time: before + after
-                    tel.record_outcome(tool, run.agent_id, clock() - t1 + (t1 - t0))
+                if not decision.blocked:
+                    run.after_call(tool, params, f"c{i}", result=result)
             spent += clock() - start
             context.detach(ctx)
             span.end()
@@ -186,19 +160,16 @@ def main() -> None:
         return
     best = measure(args.rounds, args.calls)
     print(f"per tool call (before_call + after_call), best of {args.rounds} x {args.calls} calls")
-    print(f"{'workload':<10} {'off':>9} {'off+check':>10} {'on':>9} {'on - off':>9}")
+    print(f"{'workload':<10} {'off':>9} {'on':>9} {'on - off':>9}")
     for w in WORKLOADS:
-        off, check, on = (best[(w, c)] for c in CASES)
-        print(f"{w:<10} {off:8.2f}us {check:9.2f}us {on:8.2f}us {on - off:+8.2f}us")
+        off, on = (best[(w, c)] for c in CASES)
+        print(f"{w:<10} {off:8.2f}us {on:8.2f}us {on - off:+8.2f}us")
     if args.instructions:
         counts = instructions(min(args.calls, 200))
         print("\ninstructions per tool call (valgrind callgrind)")
         for w in WORKLOADS:
-            off, check, on = (counts[(w, c)] for c in CASES)
-            print(
-                f"{w:<10} off {off:9.0f}  off+check {check:9.0f} ({check - off:+.0f})"
-                f"  on {on:9.0f} ({on - off:+.0f})"
-            )
+            off, on = (counts[(w, c)] for c in CASES)
+            print(f"{w:<10} off {off:9.0f}  on {on:9.0f} ({on - off:+.0f})")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from .stores import MemoryStore as MemoryStore
     from .stores import Store as Store
     from .stores import store_from_url as store_from_url
+    from .telemetry import Telemetry as Telemetry
 
 # public name -> module that defines it
 _EXPORTS = {
@@ -79,6 +80,7 @@ _EXPORTS = {
     "Settings": "config",
     "Store": "stores",
     "StoreError": "errors",
+    "Telemetry": "telemetry._core",
     "ToolCallHistory": "engine.history",
     "args_hash": "hashing",
     "block_result": "engine.runtime",

@@ -22,11 +22,12 @@ blocked, when fail-closed).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._logging import logger
 from ._runbase import RunBase
@@ -39,6 +40,9 @@ from .hashing import MISSING, Outcome
 from .profiles import ProfileRegistry
 from .runrecord import RUN_END, JsonlRunRecord
 from .stores import InProcess, MemoryStore, Store, store_from_url
+
+if TYPE_CHECKING:
+    from .telemetry import Telemetry
 
 __all__ = ["Decision", "LoopGuard", "RunGuard", "block_result"]
 
@@ -62,6 +66,10 @@ class LoopGuard:
         log_params: include raw params and results in the run record.
         clock: seconds since the epoch (default :func:`time.time`); tests pass a
             :class:`~loopwarden.testing.FakeClock` to pin time.
+        telemetry: OpenTelemetry span events and metrics (``loopwarden[otel]``):
+            ``True``, a ready :class:`~loopwarden.telemetry.Telemetry`, or ``False``;
+            ``None`` follows the config's ``loopwarden.telemetry`` (off by default).
+            See ``docs/observability.md``.
     """
 
     def __init__(
@@ -76,6 +84,7 @@ class LoopGuard:
         log_params: bool | None = None,
         session_id: str | None = None,
         clock: Clock = time.time,
+        telemetry: bool | Telemetry | None = None,
     ) -> None:
         if isinstance(config, LoopDetectionConfig):
             self._fixed: LoopDetectionConfig | None = config
@@ -107,6 +116,19 @@ class LoopGuard:
             sinks.append(on_event)
         elif on_event is not None:
             sinks.extend(on_event)
+        # Off (the default) imports nothing: runs are plain RunGuards.
+        self.telemetry: Telemetry | None = None
+        self._run_class: type[RunGuard] = RunGuard
+        if telemetry is None:
+            telemetry = settings.telemetry.enabled
+        if telemetry is not False:
+            from .telemetry import resolve_telemetry
+
+            self.telemetry = resolve_telemetry(telemetry, settings.telemetry)
+            if self.telemetry is not None:
+                self._run_class = _traced_run()
+                self._open_calls: dict[tuple[str, Any], float | None] = {}
+                sinks.append(self.telemetry.on_event)
         record_path = run_record if run_record is not None else settings.run_record
         self.run_record: JsonlRunRecord | None = None
         if record_path is not None and record_path is not False:
@@ -132,7 +154,7 @@ class LoopGuard:
         tools: Iterable[str] | None = None,
     ) -> RunGuard:
         """A guard for one agent run. ``tools`` are the registered tool names, if known."""
-        return RunGuard(
+        return self._run_class(
             self,
             run_id=normalize_run_id(run_id) or uuid.uuid4().hex,
             session_id=session_id if session_id is not None else self.session_id,
@@ -309,6 +331,17 @@ class RunGuard(RunBase):
     def snapshot(self) -> Mapping[str, Any]:
         """A summary of this run's state (for debugging and tests)."""
         return self._transact(_snapshot)
+
+
+@functools.cache
+def _traced_run() -> type[RunGuard]:
+    """RunGuard with telemetry mixed in, made on first use (telemetry is imported then)."""
+    from .telemetry._run import Traced
+
+    class TracedRun(Traced, RunGuard):
+        """A run guard that reports each call to its guard's Telemetry."""
+
+    return TracedRun
 
 
 def _snapshot(st: RunState) -> dict[str, Any]:

@@ -8,10 +8,11 @@ in-memory exporter that records only while a test asks for spans).
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
@@ -19,9 +20,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import loopwarden as lw
-from tests.telemetry._common import CANARY, SMALL, Timed
+from tests.telemetry._common import CANARY, SMALL
 
-__all__ = ["CANARY", "SMALL", "Timed", "global_spans", "loop_until_stopped", "meter_provider"]
+__all__ = [
+    "CANARY",
+    "SMALL",
+    "global_metrics",
+    "global_spans",
+    "loop_until_stopped",
+    "meter_provider",
+    "sums",
+]
 
 
 class _Gate(SpanProcessor):
@@ -71,6 +80,34 @@ def global_spans() -> Iterator[InMemorySpanExporter]:
         _exporter.clear()
 
 
+_global_reader: InMemoryMetricReader | None = None
+
+
+def global_metrics() -> InMemoryMetricReader:
+    """Install the global SDK meter provider once (what ``telemetry: true`` reports to)."""
+    global _global_reader
+    with _lock:
+        if _global_reader is None:
+            reader = InMemoryMetricReader()
+            provider = MeterProvider(metric_readers=[reader])
+            metrics.set_meter_provider(provider)
+            assert metrics.get_meter_provider() is provider, "another global meter provider"
+            _global_reader = reader
+    return _global_reader
+
+
+def sums(reader: InMemoryMetricReader) -> Counter[tuple[str, frozenset[tuple[str, Any]]]]:
+    """Cumulative value per (metric, attributes); a histogram's is its sample count.
+
+    The global provider's totals span every test: subtract a snapshot taken before.
+    """
+    found: Counter[tuple[str, frozenset[tuple[str, Any]]]] = Counter()
+    for name, points in metric_points(reader).items():
+        for attrs, value in points:
+            found[name, frozenset(attrs.items())] += getattr(value, "count", value)
+    return found
+
+
 def tracer() -> trace.Tracer:
     return trace.get_tracer("tests.telemetry")
 
@@ -102,7 +139,7 @@ def meter_provider() -> tuple[MeterProvider, InMemoryMetricReader]:
 
 
 def loop_until_stopped(
-    timed: Timed, tool: str, params: Mapping[str, Any], result: Any, limit: int = 20
+    run: lw.RunGuard, tool: str, params: Mapping[str, Any], result: Any, limit: int = 20
 ) -> list[str]:
     """Call ``tool`` like a stuck model until the guard stops the run; the decisions seen."""
     seen: list[str] = []
@@ -113,11 +150,11 @@ def loop_until_stopped(
             f"execute_tool {tool}", record_exception=False, set_status_on_exception=False
         ):
             try:
-                decision = timed.before_call(tool, params, call_id)
+                decision = run.before_call(tool, params, call_id)
             except lw.LoopAbort as stop:
                 seen.append(f"stop:{stop.code}")
                 return seen
             seen.append(decision.action)
             if not decision.blocked:
-                timed.after_call(tool, params, call_id, result=result)
+                run.after_call(tool, params, call_id, result=result)
     return seen

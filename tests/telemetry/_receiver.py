@@ -7,6 +7,7 @@ import base64
 import gzip
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,6 +57,14 @@ class Receiver:
     def messages(self, path: str) -> list[Message]:
         with self.lock:
             return list(self.received[path])
+
+    def post_json(self, path: str, body: str) -> int:
+        """POST an OTLP/JSON body as an exporter would; the HTTP status."""
+        request = urllib.request.Request(
+            f"{self.url}{path}", data=body.encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
 
 
 @contextmanager

@@ -1,5 +1,9 @@
 """Guard events land on each framework's own tool span, driven through the real frameworks.
 
+Every integration is given ``{"loopwarden": {"telemetry": true}}`` in its
+config and nothing else: the switch reaches the guard through the public
+integration classes, and metrics go to the global meter provider.
+
 * Pydantic AI: its ``Instrumentation`` capability opens ``execute_tool <name>``
   and runs the other capabilities inside it.
 * Google ADK: built-in OpenTelemetry tracing, plugin callbacks run inside its
@@ -30,10 +34,32 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 from opentelemetry.trace import StatusCode
 
 import loopwarden as lw
-from loopwarden.telemetry import Telemetry
-from tests.telemetry._otel import SMALL, meter_provider, metric_points, total
+from tests.telemetry._otel import SMALL, global_metrics, sums
 
 ACTIONS = ["loopwarden.warn", "loopwarden.block", "loopwarden.block", "loopwarden.stop"]
+CONFIG = {**SMALL, "loopwarden": {"telemetry": True}}
+
+
+@pytest.fixture(name="counted")
+def fixture_counted() -> Iterator[Any]:
+    """After the test: the metrics it added for agent `poller` equal the loop's decisions."""
+    reader = global_metrics()
+    before = sums(reader)
+    yield
+    added = sums(reader)
+    added.subtract(before)
+
+    def value(metric: str, **where: str) -> int:
+        want = {("gen_ai.agent.name", "poller"), ("gen_ai.tool.name", "poll_status")}
+        want |= {(k.replace("__", "."), v) for k, v in where.items()}
+        return sum(n for (name, attrs), n in added.items() if name == metric and want <= attrs)
+
+    calls = "loopwarden.tool_calls"
+    assert [value(calls, loopwarden__action=a) for a in ("allow", "warn", "block")] == [4, 1, 3]
+    assert value("loopwarden.detections") == 4
+    assert value("loopwarden.detections", loopwarden__action="block") == 2
+    assert value("loopwarden.runs.stopped", loopwarden__code="global_circuit_breaker") == 1
+    assert value("loopwarden.guard.duration") == 8  # one sample per call, blocked ones too
 
 
 @pytest.fixture(name="provider")
@@ -60,6 +86,7 @@ def check_stop(span: ReadableSpan) -> None:
     assert (span.attributes or {})["loopwarden.code"] == "global_circuit_breaker"
 
 
+@pytest.mark.usefixtures("counted")
 def test_pydantic_ai_tool_span(provider: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     """Pydantic AI's own `execute_tool` spans get the events, with its call ids."""
     pytest.importorskip("pydantic_ai")
@@ -78,14 +105,12 @@ def test_pydantic_ai_tool_span(provider: tuple[TracerProvider, InMemorySpanExpor
         call = ToolCallPart("poll_status", {"job": "42"}, tool_call_id=f"c{next(ids)}")
         return ModelResponse(parts=[call])
 
-    mp, reader = meter_provider()
-    telemetry = Telemetry(meter_provider=mp)
     agent = Agent(
         FunctionModel(stuck),
         name="poller",
         capabilities=[
             Instrumentation(settings=InstrumentationSettings(tracer_provider=tracer_provider)),
-            LoopGuardCapability(SMALL, on_event=telemetry),
+            LoopGuardCapability(CONFIG),
         ],
     )
 
@@ -116,11 +141,9 @@ def test_pydantic_ai_tool_span(provider: tuple[TracerProvider, InMemorySpanExpor
     assert event_attrs(tools["c7"], "loopwarden.stop")["loopwarden.code"] == (
         "global_circuit_breaker"
     )
-    points = metric_points(reader)
-    assert total(points["loopwarden.detections"]) == 4
-    assert total(points["loopwarden.runs.stopped"], gen_ai__agent__name="poller") == 1
 
 
+@pytest.mark.usefixtures("counted")
 def test_google_adk_tool_span(spans: InMemorySpanExporter) -> None:
     """ADK's built-in `execute_tool` spans (global provider) get the events."""
     pytest.importorskip("google.adk")
@@ -146,7 +169,7 @@ def test_google_adk_tool_span(spans: InMemorySpanExporter) -> None:
         """Status of a background job."""
         return {"status": "pending"}
 
-    plugin = LoopGuardPlugin(SMALL, on_event=Telemetry(meter_provider=meter_provider()[0]))
+    plugin = LoopGuardPlugin(CONFIG)
     agent = LlmAgent(name="poller", model=Looping(model="scripted"), tools=[poll_status])
     runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[plugin]))
 
@@ -174,6 +197,7 @@ def test_google_adk_tool_span(spans: InMemorySpanExporter) -> None:
     check_stop(next(s for s in tool_spans if any(e.name == "loopwarden.stop" for e in s.events)))
 
 
+@pytest.mark.usefixtures("counted")
 def test_openai_agents_function_span() -> None:
     """OpenAI Agents: `loopwarden.*` custom spans under the tool's `function` span."""
     pytest.importorskip("agents")
@@ -222,7 +246,7 @@ def test_openai_agents_function_span() -> None:
         [function_call("poll_status", {"job": "42"}, call_id=f"c{i}")] for i in range(12)
     ]
     model = ScriptedModel([*steps, [assistant_message("done")]])
-    guard = LoopGuardForAgents(SMALL, on_event=Telemetry(meter_provider=meter_provider()[0]))
+    guard = LoopGuardForAgents(CONFIG)
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_status]))
     recorder = Recorder()
     set_trace_processors([recorder])  # nothing is uploaded
@@ -254,6 +278,7 @@ def test_openai_agents_function_span() -> None:
     assert by_id[ours[-1]["parent_id"]]["error"] is not None  # the stopped tool span failed
 
 
+@pytest.mark.usefixtures("counted")
 def test_langchain_with_openinference(
     provider: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
@@ -295,9 +320,7 @@ def test_langchain_with_openinference(
     instrumentor = instrumentation.LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=tracer_provider)
     try:
-        middleware = LoopGuardMiddleware(
-            SMALL, on_event=Telemetry(meter_provider=meter_provider()[0])
-        )
+        middleware = LoopGuardMiddleware(CONFIG)
         agent = create_agent(Stuck(), tools=[poll_status], middleware=[middleware], name="poller")
         with pytest.raises(lw.CircuitBreakerTripped):
             agent.invoke({"messages": [("user", "hi")]})

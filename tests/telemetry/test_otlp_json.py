@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import time
-import urllib.request
 from typing import Any
 
 import pytest
@@ -112,13 +111,7 @@ def test_the_output_decodes_strictly_and_is_reimported_over_otlp_http() -> None:
 
     with otlp_receiver() as receiver:
         for line in lines:
-            request = urllib.request.Request(
-                f"{receiver.url}/v1/traces",
-                data=line.encode(),
-                headers={"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(request, timeout=10) as response:
-                assert response.status == 200
+            assert receiver.post_json("/v1/traces", line) == 200
         received = receiver.messages("/v1/traces")
     direct = [decode_json("/v1/traces", line.encode()) for line in lines]
     assert received == direct

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import loopwarden as lw
 from loopwarden.telemetry import MetricsServer, Telemetry, serve_metrics
 from loopwarden.telemetry.prometheus import parse_address
-from tests.telemetry._common import CANARY, SMALL, Timed
+from tests.telemetry._common import CANARY, SMALL
 
 
 @pytest.fixture(name="server")
@@ -42,13 +42,13 @@ def scrape(url: str) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]],
 
 def loop(telemetry: Telemetry, agent: str, params: object, result: object) -> list[lw.LoopEvent]:
     events: list[lw.LoopEvent] = []
-    guard = lw.LoopGuard(SMALL, agent_id=agent, on_event=[events.append, telemetry])
-    timed = Timed(guard.run(f"run-{agent}"), telemetry)
+    guard = lw.LoopGuard(SMALL, agent_id=agent, on_event=events.append, telemetry=telemetry)
+    run = guard.run(f"run-{agent}")
     try:
         for i in range(20):
-            decision = timed.before_call("poll_status", params, f"c{i}")
+            decision = run.before_call("poll_status", params, f"c{i}")
             if not decision.blocked:
-                timed.after_call("poll_status", params, f"c{i}", result=result)
+                run.after_call("poll_status", params, f"c{i}", result=result)
     except lw.LoopAbort:
         pass
     return events

@@ -16,7 +16,6 @@ from loopwarden.telemetry import Telemetry
 from tests.telemetry._otel import (
     CANARY,
     SMALL,
-    Timed,
     loop_until_stopped,
     meter_provider,
     metric_points,
@@ -27,9 +26,9 @@ from tests.telemetry._otel import (
 
 def run_loop(telemetry: Telemetry, agent: str = "poller") -> tuple[list[str], list[lw.LoopEvent]]:
     events: list[lw.LoopEvent] = []
-    guard = lw.LoopGuard(SMALL, agent_id=agent, on_event=[events.append, telemetry.on_event])
-    timed = Timed(guard.run("run-1", session_id="conv-1"), telemetry)
-    decisions = loop_until_stopped(timed, "poll_status", {"job": "42"}, "pending")
+    guard = lw.LoopGuard(SMALL, agent_id=agent, on_event=events.append, telemetry=telemetry)
+    run = guard.run("run-1", session_id="conv-1")
+    decisions = loop_until_stopped(run, "poll_status", {"job": "42"}, "pending")
     return decisions, events
 
 
@@ -91,14 +90,13 @@ def test_ping_pong_event_names_the_paired_tool(spans: InMemorySpanExporter) -> N
     """A ping-pong detection carries `loopwarden.paired_tool`."""
     provider, _reader = meter_provider()
     telemetry = Telemetry(meter_provider=provider)
-    guard = lw.LoopGuard(SMALL, on_event=telemetry)
-    timed = Timed(guard.run("pp"), telemetry)
+    run = lw.LoopGuard(SMALL, telemetry=telemetry).run("pp")
     for i in range(8):
         tool = "read" if i % 2 == 0 else "write"
         with tracer().start_as_current_span(f"execute_tool {tool}"):
-            decision = timed.before_call(tool, {"p": 1}, f"c{i}")
+            decision = run.before_call(tool, {"p": 1}, f"c{i}")
             if not decision.blocked:
-                timed.after_call(tool, {"p": 1}, f"c{i}", result="same")
+                run.after_call(tool, {"p": 1}, f"c{i}", result="same")
     events = [e for s in spans.get_finished_spans() for e in s.events]
     pairs = {(e.attributes or {}).get("loopwarden.paired_tool") for e in events}
     assert events and pairs <= {"read", "write"} and None not in pairs
@@ -111,11 +109,10 @@ def test_without_a_span_events_are_dropped_and_metrics_still_count(
     """Outside any span nothing is traced, but the counters still see every event."""
     provider, reader = meter_provider()
     telemetry = Telemetry(meter_provider=provider)
-    guard = lw.LoopGuard(SMALL, on_event=telemetry)
-    timed = Timed(guard.run("bare"), telemetry)
+    run = lw.LoopGuard(SMALL, telemetry=telemetry).run("bare")
     for i in range(5):
-        timed.before_call("poll_status", {"job": "1"}, f"c{i}")
-        timed.after_call("poll_status", {"job": "1"}, f"c{i}", result="pending")
+        run.before_call("poll_status", {"job": "1"}, f"c{i}")
+        run.after_call("poll_status", {"job": "1"}, f"c{i}", result="pending")
     assert spans.get_finished_spans() == ()
     points = metric_points(reader)
     assert total(points["loopwarden.detections"], loopwarden__action="warn") == 1
@@ -128,16 +125,15 @@ def test_metric_counts_equal_the_events_over_a_scripted_loop(spans: InMemorySpan
     decisions, events = run_loop(telemetry)
 
     # A second run ends through the post-compaction guard (an abort in after_call).
-    guard = lw.LoopGuard(SMALL, agent_id="reader", on_event=[events.append, telemetry])
+    guard = lw.LoopGuard(SMALL, agent_id="reader", on_event=events.append, telemetry=telemetry)
     run = guard.run("run-2")
     run.on_compaction()
-    timed = Timed(run, telemetry)
     after_calls = sum(d != "block" and not d.startswith("stop") for d in decisions)
     with pytest.raises(lw.CompactionLoopPersisted):
         for i in range(10):
-            decisions.append(timed.before_call("read", {"path": "a"}, f"r{i}").action)
+            decisions.append(run.before_call("read", {"path": "a"}, f"r{i}").action)
             after_calls += 1
-            timed.after_call("read", {"path": "a"}, f"r{i}", result="same")
+            run.after_call("read", {"path": "a"}, f"r{i}", result="same")
 
     points = metric_points(reader)
     calls = points["loopwarden.tool_calls"]
@@ -180,13 +176,13 @@ def test_tool_name_cardinality_is_capped(spans: InMemorySpanExporter) -> None:
     """Past `max_tool_names` distinct names, metrics count under `_other`; events keep the name."""
     provider, reader = meter_provider()
     telemetry = Telemetry(meter_provider=provider, max_tool_names=3, max_agents=1)
-    guard = lw.LoopGuard(SMALL, on_event=telemetry)
+    guard = lw.LoopGuard(SMALL, telemetry=telemetry)
     names = [f"tool_{i}" for i in range(6)]
     for agent in ("a1", "a2"):
-        timed = Timed(guard.run(f"cap-{agent}", agent_id=agent), telemetry)
+        run = guard.run(f"cap-{agent}", agent_id=agent)
         for name in names:
             with tracer().start_as_current_span("execute_tool"):
-                timed.before_call(name, {}, f"{agent}-{name}")
+                run.before_call(name, {}, f"{agent}-{name}")
     labels = {a["gen_ai.tool.name"] for a, _ in metric_points(reader)["loopwarden.tool_calls"]}
     assert labels == {"tool_0", "tool_1", "tool_2", "_other"}
     agents = {a["gen_ai.agent.name"] for a, _ in metric_points(reader)["loopwarden.tool_calls"]}
@@ -200,10 +196,9 @@ def test_a_secret_in_params_and_results_reaches_no_span_event_or_metric(
     """The canary placed in every param and result appears nowhere in spans, events or metrics."""
     provider, reader = meter_provider()
     telemetry = Telemetry(meter_provider=provider)
-    guard = lw.LoopGuard(SMALL, agent_id="poller", on_event=telemetry)
-    timed = Timed(guard.run("canary"), telemetry)
+    run = lw.LoopGuard(SMALL, agent_id="poller", telemetry=telemetry).run("canary")
     params = {"token": CANARY, "nested": [CANARY, {"k": CANARY}]}
-    loop_until_stopped(timed, "fetch", params, f"result with {CANARY}")
+    loop_until_stopped(run, "fetch", params, f"result with {CANARY}")
 
     finished = spans.get_finished_spans()
     assert any(s.events for s in finished)
@@ -228,8 +223,7 @@ def test_a_failing_backend_is_logged_and_the_agent_goes_on(
 ) -> None:
     """Recorder errors never reach the agent: calls, outcomes and events keep working."""
     telemetry = Telemetry(otel=False, prometheus=Broken())
-    guard = lw.LoopGuard(SMALL, on_event=telemetry)
-    timed = Timed(guard.run("broken"), telemetry)
-    decisions = loop_until_stopped(timed, "poll_status", {"job": "1"}, "pending")
+    run = lw.LoopGuard(SMALL, telemetry=telemetry).run("broken")
+    decisions = loop_until_stopped(run, "poll_status", {"job": "1"}, "pending")
     assert decisions[-1] == "stop:global_circuit_breaker"
     assert "loopwarden telemetry failed to record" in caplog.text

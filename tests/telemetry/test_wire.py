@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import loopwarden as lw
 from loopwarden.telemetry import Telemetry
-from tests.telemetry._otel import CANARY, SMALL, Timed
+from tests.telemetry._otel import CANARY, SMALL
 from tests.telemetry._receiver import otlp_receiver
 
 
@@ -50,19 +50,19 @@ def test_spans_events_and_metrics_arrive_over_otlp_http() -> None:
         meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
         tracer = tracer_provider.get_tracer("wire")
         telemetry = Telemetry(meter_provider=meter_provider)
-        guard = lw.LoopGuard(SMALL, agent_id="poller", on_event=telemetry)
-        timed = Timed(guard.run("wire-run", session_id="conv-9"), telemetry)
+        guard = lw.LoopGuard(SMALL, agent_id="poller", telemetry=telemetry)
+        run = guard.run("wire-run", session_id="conv-9")
         params = {"job": "42", "token": CANARY}
         for i in range(10):
             with tracer.start_as_current_span(
                 "execute_tool poll_status", record_exception=False, set_status_on_exception=False
             ):
                 try:
-                    decision = timed.before_call("poll_status", params, f"c{i}")
+                    decision = run.before_call("poll_status", params, f"c{i}")
                 except lw.LoopAbort:
                     break
                 if not decision.blocked:
-                    timed.after_call("poll_status", params, f"c{i}", result=CANARY)
+                    run.after_call("poll_status", params, f"c{i}", result=CANARY)
         assert meter_provider.force_flush()
         tracer_provider.shutdown()
         meter_provider.shutdown()

@@ -32,6 +32,7 @@ SETTINGS = (
     ("runRecord", "run_record"),
     ("logParams", "log_params"),
     ("stateTtlSeconds", "state_ttl_seconds"),
+    ("telemetry", "telemetry"),
 )
 
 GROUP_HELP = """Work with loopwarden config files (OpenClaw layout, JSON5 or JSON).
@@ -199,6 +200,8 @@ def _show(value: Any) -> str:
         return "false"
     if isinstance(value, (list, tuple, frozenset, set)):
         return "[" + ", ".join(sorted(str(v) for v in value)) + "]"
+    if isinstance(value, Mapping) and all(isinstance(v, (bool, int)) for v in value.values()):
+        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
     if isinstance(value, Mapping):
         return "{" + ", ".join(str(k) for k in sorted(value)) + "}" if value else "{}"
     return str(value)
@@ -244,6 +247,7 @@ def _meaning(cfg: LoopDetectionConfig) -> str:
 
 def _settings(config: Config) -> dict[str, dict[str, Any]]:
     from ..config import Settings
+    from ..config.model import TELEMETRY_KEYS
 
     settings = config.settings
     defaults = Settings()
@@ -254,6 +258,8 @@ def _settings(config: Config) -> dict[str, dict[str, Any]]:
         value = getattr(settings, attr)
         if attr == "outcome_profiles":
             value = {name: _profile(profile) for name, profile in value.items()}
+        elif attr == "telemetry":
+            value = {key: getattr(value, name) for key, name in TELEMETRY_KEYS.items()}
         elif isinstance(value, frozenset):
             value = sorted(value)
         source = "loopwarden" if given.get(key) is not None else "default"

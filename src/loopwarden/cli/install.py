@@ -68,6 +68,11 @@ _NOTES = {
 @click.option(
     "--state", metavar="URL_OR_PATH", help="State store the hook should use (a SQLite path)."
 )
+@click.option(
+    "--metrics",
+    metavar="HOST:PORT",
+    help="The hook helper serves Prometheus metrics there (needs loopwarden[prometheus]).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the resulting file instead of writing it.")
 def install_command(
     agent: str,
@@ -77,14 +82,22 @@ def install_command(
     uninstall: bool,
     config: str | None,
     state: str | None,
+    metrics: str | None,
     dry_run: bool,
 ) -> int:
     if user and project:
         raise UsageFailure("--user and --project cannot be used together")
+    if metrics is not None:
+        from ..telemetry.prometheus import parse_address
+
+        try:
+            parse_address(metrics)
+        except ValueError as exc:
+            raise UsageFailure(f"--metrics: {exc}") from None
     scope: Scope = "project" if project else "user"
     path = settings_path(agent, scope, os.environ, (directory or Path.cwd()).resolve())
     title = AGENT_TITLES[agent]
-    command = hook_command(agent, _hook_args(config, state))
+    command = hook_command(agent, _hook_args(config, state, metrics))
     try:
         data = read_settings(path)
         if uninstall:
@@ -116,7 +129,7 @@ def install_command(
     return EXIT_OK
 
 
-def _hook_args(config: str | None, state: str | None) -> list[str]:
+def _hook_args(config: str | None, state: str | None, metrics: str | None = None) -> list[str]:
     extra: list[str] = []
     if config:
         extra += ["--config", os.path.abspath(os.path.expanduser(config))]
@@ -125,6 +138,8 @@ def _hook_args(config: str | None, state: str | None) -> list[str]:
             "--state",
             state if "://" in state else os.path.abspath(os.path.expanduser(state)),
         ]
+    if metrics:
+        extra += ["--metrics", metrics]
     return extra
 
 

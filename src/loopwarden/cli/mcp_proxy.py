@@ -5,6 +5,7 @@
     loopwarden mcp-proxy [--config FILE] -- npx -y @modelcontextprotocol/server-github
     loopwarden mcp-proxy --upstream http://127.0.0.1:8000/mcp
     loopwarden mcp-proxy --http --port 8765 -- python my_server.py
+    loopwarden mcp-proxy --metrics 127.0.0.1:9464 -- python my_server.py
 
 stdout is the MCP channel in stdio mode, so everything this command says goes
 to stderr. The MCP SDK is imported only after the arguments are parsed.
@@ -111,6 +112,12 @@ class _ProxyCommand(click.Command):
     help="Allow --host to be a non-loopback address (the proxy has no authentication).",
 )
 @click.option(
+    "--metrics",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs loopwarden[prometheus]; "
+    "a non-loopback HOST needs --allow-remote).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="warning",
@@ -132,25 +139,78 @@ def mcp_proxy_command(command: list[str], /, **options: Any) -> int:
         raise UsageFailure(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
     if not 0 <= args.port <= 65535:
         raise UsageFailure(f"--port {args.port} is not a port number")
+    metrics_address = _metrics_address(args)
     _setup_logging(args.log_level)
 
+    from ..config import load_config
     from ..errors import ConfigError
     from ..guard import LoopGuard
 
     try:
-        guard = LoopGuard(
-            args.config if args.config is not None else _DEFAULT_CONFIG, agent_id=args.agent
-        )
+        config = load_config(args.config if args.config is not None else _DEFAULT_CONFIG)
     except ConfigError as exc:
         raise UsageFailure(str(exc)) from None
     except OSError as exc:
         raise UsageFailure(f"cannot read config {args.config}: {exc.strerror or exc}") from None
-    except Exception as exc:  # e.g. a state store that cannot be opened
-        raise CommandFailure(f"cannot set up the loop guard: {type(exc).__name__}: {exc}") from None
+    server = _serve_metrics(metrics_address) if metrics_address is not None else None
     try:
-        return _run(args, command, guard)
+        telemetry = None
+        if server is not None:
+            from ..telemetry import resolve_telemetry
+
+            # The config's telemetry setting still decides about OpenTelemetry.
+            telemetry = resolve_telemetry(
+                None, config.settings.telemetry, prometheus=server.metrics
+            )
+        try:
+            guard = LoopGuard(config, agent_id=args.agent, telemetry=telemetry)
+        except ConfigError as exc:  # e.g. a malformed store URL
+            raise UsageFailure(str(exc)) from None
+        except Exception as exc:  # e.g. a state store that cannot be opened
+            raise CommandFailure(
+                f"cannot set up the loop guard: {type(exc).__name__}: {exc}"
+            ) from None
+        try:
+            return _run(args, command, guard)
+        finally:
+            guard.close()
     finally:
-        guard.close()
+        if server is not None:
+            server.close()
+
+
+def _metrics_address(args: _Options) -> tuple[str, int] | None:
+    """``--metrics`` checked before anything starts; ``None`` when not given."""
+    if args.metrics is None:
+        return None
+    from ..telemetry.prometheus import parse_address
+
+    try:
+        host, port = parse_address(args.metrics)
+    except ValueError as exc:
+        raise UsageFailure(f"--metrics: {exc}") from None
+    if not args.allow_remote and not _is_loopback(host):
+        raise UsageFailure(
+            f"--metrics {args.metrics}: {host} is not a loopback address. "
+            "Pass --allow-remote to serve metrics on it anyway."
+        )
+    return host, port
+
+
+def _serve_metrics(address: tuple[str, int]) -> Any:
+    from ..telemetry import serve_metrics
+
+    try:
+        server = serve_metrics(address)
+    except ImportError as exc:
+        raise CommandFailure(str(exc)) from None
+    except OSError as exc:
+        host, port = address
+        raise CommandFailure(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    print(f"{_PROG}: serving metrics at {server.url}", file=sys.stderr, flush=True)
+    return server
 
 
 class _Options(NamedTuple):
@@ -166,6 +226,7 @@ class _Options(NamedTuple):
     port: int
     path: str
     allow_remote: bool
+    metrics: str | None
     log_level: str
 
 

@@ -80,6 +80,7 @@ Examples:
   loopwarden replay ~/.claude/projects --loops-only
   loopwarden replay run.jsonl --set warningThreshold=5 --fail-on critical
   loopwarden replay traces/ --format html -o report.html
+  loopwarden replay traces/ --format otlp-json -o spans.jsonl
 """
 
 
@@ -111,10 +112,10 @@ Examples:
     "-f",
     "--format",
     "output_format",
-    type=click.Choice(["text", "json", "html"], case_sensitive=False),
+    type=click.Choice(["text", "json", "html", "otlp-json"], case_sensitive=False),
     default="text",
     show_default=True,
-    help="Report format.",
+    help="Report format (otlp-json: the decisions as OTLP/JSON traces, one line per run).",
 )
 @click.option(
     "-o",
@@ -226,7 +227,7 @@ def replay_command(
                 writer=runs,
                 agent_id=agent,
                 input_format=forced,
-                timeline=fmt == "html",
+                timeline=fmt in ("html", "otlp-json"),
                 on_problem=on_problem,
                 on_error=on_error,
                 progress=bar,

@@ -23,6 +23,7 @@ from .model import (
     LoopDetectionConfig,
     PostCompactionGuardConfig,
     Settings,
+    TelemetrySettings,
     format_path,
     normalize_agent_id,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "LoopDetectionConfig",
     "PostCompactionGuardConfig",
     "Settings",
+    "TelemetrySettings",
     "format_path",
     "load_config",
     "log_repairs",

@@ -22,6 +22,8 @@ DEFAULT_UNKNOWN_TOOL_THRESHOLD = 10
 DEFAULT_GLOBAL_CIRCUIT_BREAKER_THRESHOLD = 30
 DEFAULT_WINDOW_SIZE = 3
 DEFAULT_STATE_TTL_SECONDS = 24 * 3600.0
+DEFAULT_MAX_TOOL_NAMES = 100
+DEFAULT_MAX_AGENTS = 100
 
 # camelCase key -> attribute name, for the integer fields of a block.
 INT_FIELDS = {
@@ -53,7 +55,9 @@ SETTINGS_KEYS = (
     "runRecord",
     "logParams",
     "stateTtlSeconds",
+    "telemetry",
 )
+TELEMETRY_KEYS = {"enabled": "enabled", "maxToolNames": "max_tool_names", "maxAgents": "max_agents"}
 PROFILE_KEYS = ("volatileKeys", "volatilePatterns", "poll", "send")
 
 Source = Literal["default", "global", "agent", "override", "repair", "direct"]
@@ -195,6 +199,18 @@ class LoopDetectionConfig:
 
 
 @dataclass(frozen=True)
+class TelemetrySettings:
+    """``loopwarden.telemetry``: OpenTelemetry span events and metrics (off by default)."""
+
+    enabled: bool = False
+    """``enabled`` (or ``telemetry: true``): report to the OpenTelemetry API."""
+    max_tool_names: int = DEFAULT_MAX_TOOL_NAMES
+    """``maxToolNames``: distinct tool names kept as metric labels (the rest: ``_other``)."""
+    max_agents: int = DEFAULT_MAX_AGENTS
+    """``maxAgents``: distinct agent ids kept as metric labels."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """loopwarden's own settings (top-level ``loopwarden`` key of a config)."""
 
@@ -212,6 +228,8 @@ class Settings:
     """``logParams``: also write raw params and results to the run record."""
     state_ttl_seconds: float = DEFAULT_STATE_TTL_SECONDS
     """``stateTtlSeconds``: runs idle for longer than this are forgotten."""
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    """``telemetry``: ``true``, or ``{enabled, maxToolNames, maxAgents}``."""
 
     def profile_registry(self) -> ProfileRegistry:
         return ProfileRegistry.create(self.outcome_profiles, self.send_tools)

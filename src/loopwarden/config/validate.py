@@ -19,12 +19,14 @@ from .model import (
     GUARD_FIELDS,
     PROFILE_KEYS,
     SETTINGS_KEYS,
+    TELEMETRY_KEYS,
     PathKey,
     Settings,
+    TelemetrySettings,
     format_path,
 )
 
-__all__ = ["mapping", "validate_block", "validate_settings"]
+__all__ = ["mapping", "validate_block", "validate_settings", "validate_telemetry"]
 
 
 def _suggest(key: str, allowed: Iterable[str]) -> str:
@@ -149,6 +151,34 @@ def _validate_profile(value: Any, path: PathKey, issues: list[ConfigIssue]) -> O
     return OutcomeProfile.build(**kwargs)
 
 
+def validate_telemetry(value: Any, path: PathKey, issues: list[ConfigIssue]) -> TelemetrySettings:
+    """``loopwarden.telemetry``: true/false, or an object (which turns it on unless it says not)."""
+    if isinstance(value, bool):
+        return TelemetrySettings(enabled=value)
+    if not isinstance(value, Mapping):
+        issues.append(
+            ConfigIssue(
+                format_path(path), f"expected true, false or an object, got {type(value).__name__}"
+            )
+        )
+        return TelemetrySettings()
+    kwargs: dict[str, Any] = {"enabled": True}
+    for key, item in value.items():
+        sub = (*path, key)
+        attr = TELEMETRY_KEYS.get(key)
+        if attr is None:
+            issues.append(ConfigIssue(format_path(sub), _suggest(str(key), TELEMETRY_KEYS)))
+            continue
+        if item is None:
+            continue
+        checked = (
+            _bool(item, sub, issues) if attr == "enabled" else _positive_int(item, sub, issues)
+        )
+        if checked is not None:
+            kwargs[attr] = checked
+    return TelemetrySettings(**kwargs)
+
+
 def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
     """Check the top-level ``loopwarden`` block."""
     path: PathKey = ("loopwarden",)
@@ -193,4 +223,6 @@ def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
                 issues.append(
                     ConfigIssue(format_path(sub), f"expected a positive number, got {item!r}")
                 )
+        elif key == "telemetry":
+            kwargs["telemetry"] = validate_telemetry(item, sub, issues)
     return Settings(**kwargs)

@@ -13,8 +13,9 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._logging import logger
 from ..config import load_config
 from ..guard import LoopGuard
 from ..stores import SideRecords
@@ -28,6 +29,9 @@ from .options import (
     store_url,
 )
 
+if TYPE_CHECKING:
+    from ..telemetry import MetricsServer, PrometheusMetrics
+
 __all__ = ["HookContext", "HookEntry"]
 
 
@@ -39,13 +43,52 @@ class HookEntry(NamedTuple):
 
 
 class HookContext:
-    """Guards by (config file version, store URL); the helper keeps one for its lifetime."""
+    """Guards by (config file version, store URL); the helper keeps one for its lifetime.
 
-    def __init__(self, max_guards: int = 8) -> None:
+    ``serve_metrics``: honour ``--metrics`` (the helper does; a hook process,
+    which answers one event and exits, does not).
+    """
+
+    def __init__(self, max_guards: int = 8, *, serve_metrics: bool = False) -> None:
         self._entries: OrderedDict[tuple[Any, ...], HookEntry] = OrderedDict()
         self._sides: dict[str, SQLiteStore] = {}
         self._lock = threading.Lock()
         self._max = max_guards
+        self._serve_metrics = serve_metrics
+        self._metrics: MetricsServer | None = None
+        self._metrics_address = ""  # as the first --metrics gave it
+        self._metrics_refused: set[str] = set()
+
+    def _metrics_for(self, address: str) -> PrometheusMetrics | None:
+        """The helper's one ``/metrics`` server, started by the first event that asks for it."""
+        with self._lock:
+            server = self._metrics
+            if address in self._metrics_refused:
+                return server.metrics if server is not None else None
+            if server is None:
+                try:
+                    from ..telemetry import serve_metrics
+
+                    server = self._metrics = serve_metrics(address)
+                    self._metrics_address = address
+                except (ImportError, OSError, ValueError) as exc:
+                    self._metrics_refused.add(address)
+                    logger.error(
+                        "loopwarden hook helper: cannot serve metrics at %s (%s); "
+                        "guarding without them",
+                        address,
+                        exc,
+                    )
+                    return None
+                logger.info("loopwarden hook helper: serving metrics at %s", server.url)
+            elif address != self._metrics_address:
+                self._metrics_refused.add(address)
+                logger.warning(
+                    "loopwarden hook helper: already serving metrics at %s; --metrics %s ignored",
+                    server.url,
+                    address,
+                )
+            return server.metrics
 
     def guard_for(self, opts: HookOptions, env: Mapping[str, str], cwd: str) -> HookEntry:
         path, ident = find_config(opts, env, cwd)
@@ -56,7 +99,10 @@ class HookContext:
             state_key = absolute_path(state, env, cwd)
         elif state.startswith("sqlite://") and not state.startswith(("sqlite:///", "sqlite://~")):
             state_key = (state, cwd)  # a relative SQLite path
-        key: tuple[Any, ...] = (ident, state_key, default_state(env))
+        metrics = None
+        if self._serve_metrics and opts.metrics:
+            metrics = self._metrics_for(opts.metrics)
+        key: tuple[Any, ...] = (ident, state_key, default_state(env), metrics is not None)
         with self._lock:
             for candidate in (key, (*key, cwd)):  # the second: a config with a relative path
                 entry = self._entries.get(candidate)
@@ -69,7 +115,17 @@ class HookContext:
             # Relative to where the agent runs, as in process (the helper runs in /).
             record = absolute_path(record, env, cwd)
             key = (*key, cwd)
-        guard = LoopGuard(config, store=store_url(opts, env, cwd, config), run_record=record)
+        telemetry = None
+        if metrics is not None:
+            from ..telemetry import resolve_telemetry
+
+            telemetry = resolve_telemetry(None, config.settings.telemetry, prometheus=metrics)
+        guard = LoopGuard(
+            config,
+            store=store_url(opts, env, cwd, config),
+            run_record=record,
+            telemetry=telemetry,
+        )
         store = guard.store
         side: SideRecords
         if isinstance(store, SideRecords):
@@ -92,6 +148,9 @@ class HookContext:
         with self._lock:
             entries, self._entries = list(self._entries.values()), OrderedDict()
             sides, self._sides = list(self._sides.values()), {}
+            metrics, self._metrics = self._metrics, None
+        if metrics is not None:
+            metrics.close()
         for entry in entries:
             entry.guard.close()
         for side in sides:

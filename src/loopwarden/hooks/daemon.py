@@ -132,7 +132,7 @@ class _Server:
     def __init__(self, path: str, idle: float) -> None:
         self.path = path
         self.idle = idle
-        self.ctx = HookContext()
+        self.ctx = HookContext(serve_metrics=True)
         self.watch = _SourceWatch()
         self.stopping = threading.Event()
         self.active = 0

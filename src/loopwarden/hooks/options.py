@@ -49,6 +49,7 @@ class HookOptions(NamedTuple):
     agent_id: str | None
     no_daemon: bool
     stop_daemon: bool
+    metrics: str | None = None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--stop-daemon", action="store_true", help="stop the running helper process and exit"
     )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="the helper process serves Prometheus metrics at http://HOST:PORT/metrics "
+        "(needs loopwarden[prometheus]; events handled in the hook process are not counted)",
+    )
     return parser
 
 
@@ -117,7 +124,7 @@ def _parse_args(argv: list[str]) -> HookOptions:
             f"({', '.join(sorted(ADAPTERS))})"
         )
     return HookOptions(
-        ns.agent or "", ns.config, ns.state, ns.agent_id, ns.no_daemon, ns.stop_daemon
+        ns.agent or "", ns.config, ns.state, ns.agent_id, ns.no_daemon, ns.stop_daemon, ns.metrics
     )
 
 

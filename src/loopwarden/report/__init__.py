@@ -19,7 +19,7 @@ __all__ = ["FORMATS", "SCHEMA", "InputInfo", "ReplayMeta", "ReportWriter", "Tota
 SCHEMA = "loopwarden.replay/1"
 """Identifier of the JSON output schema; changes only with incompatible changes."""
 
-FORMATS = ("text", "json", "html")
+FORMATS = ("text", "json", "html", "otlp-json")
 
 
 @dataclass
@@ -86,8 +86,9 @@ def writer_for(
 ) -> ReportWriter:
     """The writer of report format ``fmt`` (one of :data:`FORMATS`).
 
-    JSON and HTML write bytes to ``binary``; text writes to ``text``, styled
-    by ``style`` (``click.style``-like) and shaped by ``verbose``/``loops_only``.
+    JSON and HTML write bytes to ``binary``; OTLP/JSON writes to ``text``; text
+    writes to ``text``, styled by ``style`` (``click.style``-like) and shaped by
+    ``verbose``/``loops_only``.
     """
     if fmt == "json":
         from .json_report import JsonWriter
@@ -97,6 +98,10 @@ def writer_for(
         from .html import HtmlWriter
 
         return HtmlWriter(binary)
+    if fmt == "otlp-json":
+        from .otlp import OtlpWriter
+
+        return OtlpWriter(text)
     if fmt != "text":
         raise ValueError(f"unknown report format {fmt!r}; supported: {', '.join(FORMATS)}")
     from .text import TextWriter

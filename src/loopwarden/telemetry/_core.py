@@ -10,8 +10,9 @@ import sys
 from typing import Any, Protocol
 
 from .._logging import logger
+from ..config.model import DEFAULT_MAX_AGENTS, DEFAULT_MAX_TOOL_NAMES
 from ..events import LoopEvent
-from ._names import DEFAULT_MAX_AGENTS, DEFAULT_MAX_TOOL_NAMES, Capped
+from ._names import Capped
 
 __all__ = ["Recorder", "Telemetry"]
 

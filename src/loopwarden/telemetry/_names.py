@@ -71,8 +71,6 @@ DURATION_BUCKETS = (
 
 OVERFLOW = "_other"
 """Label value that stands for every tool name (or agent) past the cardinality cap."""
-DEFAULT_MAX_TOOL_NAMES = 100
-DEFAULT_MAX_AGENTS = 100
 
 _STOP_CODE = CircuitBreakerTripped.code
 

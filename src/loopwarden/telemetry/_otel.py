@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Status, StatusCode
 
@@ -37,6 +39,12 @@ from ._names import (
 __all__ = ["OtelRecorder"]
 
 Attrs = dict[str, str]
+
+# Durations are recorded outside the tool span's context: with the SDK's default
+# trace-based exemplar filter every sample in a sampled span would carry an
+# exemplar, a third of the histogram's cost per call, for a link to a trace that
+# says nothing about the guard's own time.
+_NO_SPAN = trace.set_span_in_context(trace.INVALID_SPAN, Context())
 
 
 def _version() -> str:
@@ -67,33 +75,67 @@ class _Tally:
         return [Observation(n, self._attrs(key)) for key, n in counts]
 
 
-class OtelRecorder:
-    """Records into OpenTelemetry instruments and onto the current span."""
+class _Instruments:
+    """The four instruments of one meter provider, and the tallies behind the counters.
 
-    def __init__(self, meter_provider: Any = None) -> None:
+    Shared by every recorder on that provider: the SDK hands a second
+    registration of an instrument name the first instrument, with the first
+    registration's callbacks, so per-recorder tallies would go unreported.
+    """
+
+    def __init__(self, meter_provider: Any) -> None:
         meter = metrics.get_meter("loopwarden", _version(), meter_provider)
         # Label tuples end with (tool, agent); the rest is named per metric.
-        self._calls = _Tally(lambda k: {**_base(k[1], k[2]), ACTION: k[0]})
-        self._detections = _Tally(
+        self.calls = _Tally(lambda k: {**_base(k[1], k[2]), ACTION: k[0]})
+        self.detections = _Tally(
             lambda k: {**_base(k[3], k[4]), DETECTOR: k[0], LEVEL: k[1], ACTION: k[2]}
         )
-        self._stopped = _Tally(lambda k: {**_base(k[1], k[2]), CODE: k[0]})
+        self.stopped = _Tally(lambda k: {**_base(k[1], k[2]), CODE: k[0]})
         for name, tally in (
-            (TOOL_CALLS, self._calls),
-            (DETECTIONS, self._detections),
-            (RUNS_STOPPED, self._stopped),
+            (TOOL_CALLS, self.calls),
+            (DETECTIONS, self.detections),
+            (RUNS_STOPPED, self.stopped),
         ):
             unit, _, text = METRICS[name]
             meter.create_observable_counter(
                 name, callbacks=[tally.observe], unit=unit, description=text
             )
         unit, _, text = METRICS[GUARD_DURATION]
-        self._duration = meter.create_histogram(
+        self.duration = meter.create_histogram(
             GUARD_DURATION,
             unit=unit,
             description=text,
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
         )
+
+
+class _GlobalProvider:
+    """Key of the instruments on the global meter provider (whatever it is set to later)."""
+
+
+_GLOBAL = _GlobalProvider()
+_shared: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
+_shared_lock = threading.Lock()
+
+
+def _instruments(meter_provider: Any) -> _Instruments:
+    key = _GLOBAL if meter_provider is None else meter_provider
+    with _shared_lock:
+        found = _shared.get(key)
+        if found is None:
+            found = _shared[key] = _Instruments(meter_provider)
+        return found
+
+
+class OtelRecorder:
+    """Records into OpenTelemetry instruments and onto the current span."""
+
+    def __init__(self, meter_provider: Any = None) -> None:
+        shared = _instruments(meter_provider)
+        self._calls = shared.calls
+        self._detections = shared.detections
+        self._stopped = shared.stopped
+        self._duration = shared.duration
         # Attribute dicts per (tool, agent): labels are capped, so this stays small,
         # and the per-call path builds no dicts.
         self._attrs: dict[tuple[str, str], Attrs] = {}
@@ -108,10 +150,10 @@ class OtelRecorder:
     def call(self, action: str, tool: str, agent: str, seconds: float) -> None:
         self._calls.add((action, tool, agent))
         if action == "block":  # no after_call follows: this is the call's whole guard time
-            self._duration.record(seconds, self._base(tool, agent))
+            self._duration.record(seconds, self._base(tool, agent), context=_NO_SPAN)
 
     def outcome(self, tool: str, agent: str, seconds: float) -> None:
-        self._duration.record(seconds, self._base(tool, agent))
+        self._duration.record(seconds, self._base(tool, agent), context=_NO_SPAN)
 
     def event(self, event: LoopEvent, tool: str, agent: str) -> None:
         self._detections.add((event.detector, event.level, event.action, tool, agent))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO
+from typing import IO, Any, Literal
 
 import orjson
 
@@ -99,7 +99,7 @@ class OtlpJsonWriter:
 
     def __init__(
         self,
-        out: TextIO,
+        out: IO[str],
         *,
         service_name: str = "loopwarden-replay",
         max_calls_per_run: int = DEFAULT_MAX_CALLS_PER_RUN,
@@ -119,29 +119,41 @@ class OtlpJsonWriter:
     def add_event(self, event: LoopEvent) -> None:
         self._runs.setdefault(event.run_id or "", _Run()).events.append(event)
 
-    def end_run(self, run_id: str) -> None:
+    def end_run(
+        self, run_id: str, *, seed: str | None = None, attributes: Mapping[str, Any] | None = None
+    ) -> None:
+        """Write the run's line. ``seed`` (default: the run id) derives its trace and span
+        ids; ``attributes`` are added to its root span."""
         run = self._runs.pop(run_id, None)
         if run is not None:
-            self.out.write(orjson.dumps(self._request(run_id, run)).decode() + "\n")
+            request = self._request(run_id, run, seed or run_id, attributes or {})
+            self.out.write(orjson.dumps(request).decode() + "\n")
 
     def close(self) -> None:
         for run_id in list(self._runs):
             self.end_run(run_id)
 
-    def _request(self, run_id: str, run: _Run) -> dict[str, Any]:
+    def _request(
+        self, run_id: str, run: _Run, seed: str, attributes: Mapping[str, Any]
+    ) -> dict[str, Any]:
         return {
             "resourceSpans": [
                 {
                     "resource": {"attributes": _attributes({"service.name": self.service_name})},
-                    "scopeSpans": [{"scope": {"name": "loopwarden"}, "spans": _spans(run_id, run)}],
+                    "scopeSpans": [
+                        {
+                            "scope": {"name": "loopwarden"},
+                            "spans": _spans(run_id, run, seed, attributes),
+                        }
+                    ],
                 }
             ]
         }
 
 
-def _spans(run_id: str, run: _Run) -> list[dict[str, Any]]:
-    trace_id = _id(run_id, size=16)
-    root_id = _id(run_id, "root", size=8)
+def _spans(run_id: str, run: _Run, seed: str, extra: Mapping[str, Any]) -> list[dict[str, Any]]:
+    trace_id = _id(seed, size=16)
+    root_id = _id(seed, "root", size=8)
     first = run.calls[0] if run.calls else None
     session = first.session_id if first else next((e.session_id for e in run.events), None)
     agent = first.agent_id if first else next((e.agent_id for e in run.events), None)
@@ -154,7 +166,7 @@ def _spans(run_id: str, run: _Run) -> list[dict[str, Any]]:
         times += (call.time, end)
         span: dict[str, Any] = {
             "traceId": trace_id,
-            "spanId": _id(run_id, str(index), size=8),
+            "spanId": _id(seed, str(index), size=8),
             "parentSpanId": root_id,
             "name": f"execute_tool {call.tool}",
             "kind": _KIND_INTERNAL,
@@ -190,6 +202,7 @@ def _spans(run_id: str, run: _Run) -> list[dict[str, Any]]:
                 CONVERSATION_ID: session,
                 RUN_ID: run_id,
                 "loopwarden.calls_dropped": run.dropped or None,
+                **extra,
             }
         ),
         "events": [],

@@ -88,6 +88,7 @@ class Replayer:
             store=LocalStore(),
             run_record=False,
             on_event=self._on_event,
+            telemetry=False,  # recorded decisions are not live ones
         )
         self._agent_forced = agent_id is not None
         self._on_run = on_run

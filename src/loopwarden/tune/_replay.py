@@ -123,7 +123,9 @@ class GridReplayer:
         agent_id: str | None = None,
         min_loop: int = 10,
     ) -> None:
-        self.guards = [LoopGuard(c, agent_id=agent_id, store=LocalStore()) for c in configs]
+        self.guards = [
+            LoopGuard(c, agent_id=agent_id, store=LocalStore(), telemetry=False) for c in configs
+        ]
         # Configs sharing outcome profiles share hashes.
         groups: dict[int, list[int]] = {}
         registries: list[ProfileRegistry] = []
