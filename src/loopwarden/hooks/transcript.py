@@ -1,12 +1,17 @@
-"""Unknown-tool calls, read from the session transcript.
+"""Unknown-tool calls (and Gemini's compressions), read from the session transcript.
 
-A call to a tool that does not exist fires no hook in Claude Code or Codex
-CLI: the agent answers the model itself (``No such tool available: X`` /
-``unsupported call: X``). The only trace is the transcript file, so each hook
-invocation reads what was appended since the previous one (a byte offset kept
-with the session) and hands those calls to the guard. The work per invocation
-is bounded: at most :data:`MAX_READ` new bytes, and only lines that can hold a
-tool call or its result are parsed.
+A call to a tool that does not exist fires no tool hook in Codex CLI or Gemini
+CLI: the agent answers the model itself (``unsupported call: X`` / ``Tool "X"
+not found``). The only trace is the transcript file, so the hook reads what was
+appended since its previous read (a byte offset kept with the session) and
+hands those calls to the guard. Gemini CLI also rewrites its history in the
+transcript when it compresses the chat (a ``$set`` of fewer ``messages``),
+which is how a real compression is told apart from its ``PreCompress`` event,
+fired before every request. (Claude Code reports such calls in its
+``PostToolBatch`` event; its transcript reader stays for older set-ups.)
+
+The work per read is bounded: at most :data:`MAX_READ` new bytes, and only
+lines that can hold a tool call, its result or a history rewrite are parsed.
 """
 
 from __future__ import annotations
@@ -16,21 +21,33 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
-__all__ = ["FIRST_TAIL", "MAX_READ", "Cursor", "UnknownCall", "scan"]
+__all__ = ["FIRST_TAIL", "MAX_READ", "Cursor", "Found", "UnknownCall", "scan"]
 
 FIRST_TAIL = 256 * 1024
 """A transcript seen for the first time is read from this many bytes before its end."""
 MAX_READ = 1024 * 1024
 """At most this many new bytes are read per invocation (older ones are skipped)."""
 MAX_PENDING = 64
-"""Tool calls remembered while their result has not been read yet."""
+"""Tool calls remembered while their result has not been read yet (and ids already seen)."""
 
 _CLAUDE_UNKNOWN = re.compile(r"No such tool available:\s*([^\s<]+)")
 _CODEX_UNKNOWN = re.compile(r"^unsupported call:\s*(\S+)")
+_GEMINI_UNKNOWN = re.compile(r'^Tool "([^"]+)" not found')
+# Claude Code records that hold the conversation; others (api-request-blob, ...)
+# repeat tool results and must not be counted again.
+_CLAUDE_TYPES = frozenset({"user", "assistant"})
+
+
+class Found(NamedTuple):
+    """What one read of the transcript found."""
+
+    unknown: list[UnknownCall]
+    compacted: bool = False
+    """Gemini: the history was rewritten with fewer messages (a compression)."""
 
 
 @dataclass(frozen=True)
@@ -44,29 +61,57 @@ class UnknownCall:
 
 
 class Cursor:
-    """Where reading stopped in one transcript, plus calls still waiting for a result."""
+    """Where reading stopped in one transcript, calls still waiting for a result,
+    the ids of results already read, and (Gemini) the number of messages."""
 
-    __slots__ = ("offset", "path", "pending")
+    __slots__ = ("messages", "offset", "path", "pending", "seen")
 
-    def __init__(self, path: str, offset: int | None, pending: dict[str, list[Any]]) -> None:
+    def __init__(
+        self,
+        path: str,
+        offset: int | None,
+        pending: dict[str, list[Any]],
+        seen: list[str] | None = None,
+        messages: int = 0,
+    ) -> None:
         self.path = path
         self.offset = offset
         self.pending = pending
+        self.seen = seen if seen is not None else []
+        self.messages = messages
 
     @classmethod
     def load(cls, data: Any, path: str) -> Cursor:
         if isinstance(data, dict) and data.get("p") == path:
             offset = data.get("o")
             pending = data.get("u")
+            seen = data.get("s")
+            messages = data.get("m")
             return cls(
                 path,
                 offset if isinstance(offset, int) and offset >= 0 else None,
                 pending if isinstance(pending, dict) else {},
+                [x for x in seen if isinstance(x, str)] if isinstance(seen, list) else [],
+                messages if isinstance(messages, int) and messages >= 0 else 0,
             )
         return cls(path, None, {})
 
     def dump(self) -> dict[str, Any]:
-        return {"p": self.path, "o": self.offset, "u": self.pending}
+        data: dict[str, Any] = {"p": self.path, "o": self.offset, "u": self.pending}
+        if self.seen:
+            data["s"] = self.seen
+        if self.messages:
+            data["m"] = self.messages
+        return data
+
+    def first_time(self, key: str) -> bool:
+        """True the first time ``key`` (a result or message id) is seen; remembers it."""
+        if key in self.seen:
+            return False
+        self.seen.append(key)
+        if len(self.seen) > MAX_PENDING:
+            del self.seen[0]
+        return True
 
     def remember(self, call_id: str, tool: str, params: Any) -> None:
         self.pending.pop(call_id, None)
@@ -132,6 +177,8 @@ def _lines(data: bytes, markers: tuple[bytes, ...]) -> Iterator[dict[str, Any]]:
 def _claude(data: bytes, cursor: Cursor, prompt_id: str | None) -> list[UnknownCall]:
     found: list[UnknownCall] = []
     for obj in _lines(data, (b'"tool_use"', b'"tool_result"')):
+        if obj.get("type") not in _CLAUDE_TYPES:
+            continue
         message = obj.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
@@ -150,6 +197,8 @@ def _claude(data: bytes, cursor: Cursor, prompt_id: str | None) -> list[UnknownC
                 call_id = block["tool_use_id"]
                 call = cursor.pending.pop(call_id, None)
                 if block.get("is_error") is not True or other_prompt:
+                    continue
+                if not cursor.first_time(call_id):
                     continue
                 match = _CLAUDE_UNKNOWN.search(_text_of(block.get("content")))
                 if match is None:
@@ -187,13 +236,63 @@ def _codex(data: bytes, cursor: Cursor) -> list[UnknownCall]:
     return found
 
 
+def _gemini_error(result: Any) -> str | None:
+    """The error text of a Gemini tool call's recorded result (functionResponse parts)."""
+    if not isinstance(result, list):
+        return None
+    for part in result:
+        response = part.get("functionResponse") if isinstance(part, dict) else None
+        answer = response.get("response") if isinstance(response, dict) else None
+        if isinstance(answer, dict) and isinstance(answer.get("error"), str):
+            return str(answer["error"])
+    return None
+
+
+def _gemini(data: bytes, cursor: Cursor) -> Found:
+    """Gemini CLI's JSONL session: ``gemini`` records carry the completed tool calls
+    (each record is written again as calls complete: ids are read once), and a
+    ``$set`` of ``messages`` rewrites the history (fewer messages: a compression)."""
+    found: list[UnknownCall] = []
+    compacted = False
+    for obj in _lines(data, (b'"toolCalls"', b'"messages"', b'"type":"user"', b'"type":"gemini"')):
+        update = obj.get("$set")
+        if isinstance(update, dict):
+            messages = update.get("messages")
+            if isinstance(messages, list):
+                if cursor.messages and len(messages) < cursor.messages:
+                    compacted = True
+                cursor.messages = len(messages)
+            continue
+        kind = obj.get("type")
+        if kind not in ("user", "gemini"):
+            continue
+        message_id = obj.get("id")
+        if isinstance(message_id, str) and cursor.first_time(f"m:{message_id}"):
+            cursor.messages += 1
+        calls = obj.get("toolCalls")
+        if kind != "gemini" or not isinstance(calls, list):
+            continue
+        for call in calls:
+            if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+                continue
+            error = _gemini_error(call.get("result"))
+            match = _GEMINI_UNKNOWN.match(error) if error is not None else None
+            if match is None or not cursor.first_time(call["id"]):
+                continue
+            name = str(call.get("name") or match.group(1))
+            found.append(UnknownCall(name, call.get("args", {}), call["id"], error or ""))
+    return Found(found, compacted)
+
+
 def scan(
-    fmt: Literal["claude", "codex"], cursor: Cursor, prompt_id: str | None = None
-) -> list[UnknownCall]:
+    fmt: Literal["claude", "codex", "gemini"], cursor: Cursor, prompt_id: str | None = None
+) -> Found:
     """Unknown-tool calls appended to the transcript since ``cursor`` (which advances)."""
     data = _read_new(cursor)
     if not data:
-        return []
+        return Found([])
     if fmt == "claude":
-        return _claude(data, cursor, prompt_id)
-    return _codex(data, cursor)
+        return Found(_claude(data, cursor, prompt_id))
+    if fmt == "gemini":
+        return _gemini(data, cursor)
+    return Found(_codex(data, cursor))
