@@ -60,7 +60,6 @@ def test_no_progress_loop_warns_blocks_and_stops_at_the_configured_calls(ws: Wor
     assert [classify(m) for m in stopped_by_hook(outcome)] == ["stop"]
 
 
-@defect(2, "each run_shell_command result carries a new 'Process Group PGID'")
 def test_shell_loop_is_blocked_and_stopped(ws: Workspace) -> None:
     """An identical shell command printing the same text is blocked, then stopped."""
     ws.write_config(SMALL)
@@ -80,7 +79,6 @@ def test_a_fresh_session_is_not_aborted_as_if_after_compaction(ws: Workspace) ->
     assert len(outcome.main) == t.window + 4
 
 
-@defect(3, "PreCompress fires before every request, so each one re-arms the guard")
 def test_real_compression_then_the_same_loop_is_aborted(
     make_workspace: Callable[..., Workspace],
 ) -> None:
@@ -102,7 +100,6 @@ def test_real_compression_then_the_same_loop_is_aborted(
     assert [classify(m) for m in stopped_by_hook(outcome)] == ["stop"]
 
 
-@defect(3, "PreCompress fires before every request, so each one re-arms the guard")
 def test_manual_compress_then_the_same_loop_is_aborted(ws: Workspace) -> None:
     """``gemini -p /compress`` compresses (and, in 0.61, goes on with the model); the
     identical calls after it end the run within the window."""
@@ -135,13 +132,20 @@ def test_geminis_own_loop_detection_ends_the_run_first(
     assert not set(kinds(outcome)) - {None}
 
 
-@defect(8, "no hook fires for an unknown tool, so a loop of misses is never seen")
-def test_loop_on_a_missing_tool_is_blocked(ws: Workspace) -> None:
-    """Repeated calls of a tool that does not exist are reported to the model as a loop."""
+def test_loop_on_a_missing_tool_is_noted_and_stopped(ws: Workspace) -> None:
+    """Calls of a tool that does not exist fire no tool hook; BeforeModel reads them from
+    the transcript, tells the model past the unknown-tool threshold, and ends the run
+    before the next request once they reach the circuit breaker (text mode: the reason
+    is on stderr; stream-json shows no reason, only the end of the run)."""
     ws.write_config(SMALL)
     t = ws.thresholds()
-    outcome = ws.run([{**MISSING_TOOL, "repeat": max(t.breaker, t.unknown) + 3}])
-    assert "block" in kinds(outcome)[: t.unknown + 1] or stopped_by_hook(outcome)
+    stop = max(t.breaker, t.unknown) + 1
+    outcome = ws.run([{**MISSING_TOOL, "repeat": stop + 3}], text_mode=True)
+    seen = kinds(outcome)
+    assert seen[: t.unknown] == [None] * t.unknown, seen
+    assert seen[t.unknown : stop - 1] == ["miss"] * (stop - 1 - t.unknown), seen
+    assert len(outcome.main) == stop, "the model must not be called after the stop"
+    assert classify(outcome.runs[-1].stderr) == "stop", outcome.runs[-1].stderr[-800:]
 
 
 def test_progressing_loop_is_never_blocked(ws: Workspace) -> None:
