@@ -60,7 +60,7 @@ BARE_SETTINGS = {
     "gemini": json.dumps(
         {
             "security": {"auth": {"selectedType": "gemini-api-key"}},
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
             "model": {"disableLoopDetection": True},

@@ -432,7 +432,7 @@ class Gemini(Agent):
         path.parent.mkdir(parents=True)
         settings = {
             "security": {"auth": {"selectedType": "gemini-api-key"}},
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
             # Gemini's own loop detection ends a run at the 5th identical call; the

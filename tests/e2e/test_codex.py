@@ -117,7 +117,6 @@ def test_the_users_own_hook_is_kept_and_still_runs(ws: Workspace) -> None:
     check_users_hook_kept(ws, "PreToolUse")
 
 
-@defect(10, "uninstall re-indents the file and adds a trailing newline")
 def test_uninstall_gives_back_the_file_byte_for_byte(ws: Workspace) -> None:
     """install, a session, then uninstall leave the user's hooks.json as it was."""
     check_uninstall_restores(ws, ws.poll(2))

@@ -159,7 +159,6 @@ def test_the_users_own_hook_is_kept_and_still_runs(ws: Workspace) -> None:
     check_users_hook_kept(ws, "BeforeTool")
 
 
-@defect(10, 'uninstall re-indents the file and drops the user\'s empty "hooks": {}')
 def test_uninstall_gives_back_the_file_byte_for_byte(
     make_workspace: Callable[..., Workspace],
 ) -> None:

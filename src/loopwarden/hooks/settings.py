@@ -7,11 +7,14 @@ loopwarden adds one matcher group per event, holding one command handler, and
 recognises its own handlers by their command (``... loopwarden hook AGENT`` or
 ``... -m loopwarden hook AGENT``), so that installing twice changes nothing and
 uninstalling removes exactly those handlers and nothing else.
+
+Files are edited as text (:mod:`._jsonedit`): only loopwarden's entries are
+added or removed, every other byte stays as the user wrote it. A file with a
+key written twice is refused: JSON readers differ on which copy wins.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shlex
@@ -19,13 +22,15 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+from . import _jsonedit
 from .agents import ADAPTERS
 
 __all__ = [
     "AGENT_TITLES",
     "SCOPES",
+    "Edit",
     "Scope",
     "SettingsError",
     "add_hooks",
@@ -34,6 +39,7 @@ __all__ = [
     "installed_hooks",
     "is_loopwarden_command",
     "read_settings",
+    "read_text",
     "remove_hooks",
     "settings_path",
     "write_settings",
@@ -102,8 +108,9 @@ def is_loopwarden_command(command: object, agent: str | None = None) -> bool:
     return False
 
 
-def read_settings(path: Path) -> JsonObject | None:
-    """The file's JSON object, or None when it does not exist."""
+def read_text(path: Path) -> str | None:
+    """The file's text, checked to be one JSON object without repeated keys; None when
+    the file does not exist."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -111,7 +118,7 @@ def read_settings(path: Path) -> JsonObject | None:
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"{path}: cannot read the settings file ({exc})") from None
     if not text.strip():
-        return {}
+        return text
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -130,7 +137,23 @@ def read_settings(path: Path) -> JsonObject | None:
         ) from None
     if not isinstance(data, dict):
         raise SettingsError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    return data
+    repeated = _jsonedit.duplicate_keys(_jsonedit.parse(text))
+    if repeated:
+        key, offset = repeated[0]
+        line = text.count("\n", 0, offset) + 1
+        raise SettingsError(
+            f"{path}:{line}: the key {key!r} appears more than once; the agent reads only "
+            "one of them. Merge them into one, then run the command again"
+        )
+    return text
+
+
+def read_settings(path: Path) -> JsonObject | None:
+    """The file's JSON object, or None when it does not exist."""
+    text = read_text(path)
+    if text is None:
+        return None
+    return json.loads(text) if text.strip() else {}
 
 
 def _hooks_table(data: JsonObject, path: Path) -> JsonObject:
@@ -169,76 +192,112 @@ def _group(agent: str, matcher: str | None, command: str) -> JsonObject:
     return group
 
 
-def _strip(groups: list[Any], agent: str) -> tuple[list[Any], int]:
-    """``groups`` without loopwarden's handlers for ``agent`` (emptied groups dropped)."""
-    kept: list[Any] = []
-    removed = 0
-    for group in groups:
-        handlers = _handlers(group)
-        mine = [h for h in handlers if _ours(h, agent)]
-        if not mine:
-            kept.append(group)
+class Edit(NamedTuple):
+    """A settings file's new text, the events that changed, and the containers
+    (``hooks``, event lists) that loopwarden created in it."""
+
+    text: str
+    changed: list[str]
+    created: list[str]
+
+
+def _target(
+    text: str, agent: str, events: set[str] | None, changed: list[str], drop: set[str] | None
+) -> tuple[_jsonedit.Node, int] | None:
+    """The next of loopwarden's entries to remove (a handler, a group of only ours, or an
+    event list that only ours were in when it is in ``drop``; None: all of them)."""
+    root = _jsonedit.parse(text)
+    hooks = root.get("hooks")
+    if hooks is None or hooks.kind != "object":
+        return None
+    for index, (event, _) in enumerate(hooks.keys):
+        groups = hooks.items[index]
+        if (events is not None and event not in events) or groups.kind != "array":
             continue
-        removed += len(mine)
-        rest = [h for h in handlers if not _ours(h, agent)]
-        if rest:
-            kept.append({**group, "hooks": rest})
-    return kept, removed
-
-
-def add_hooks(
-    data: JsonObject | None, agent: str, command: str, path: Path
-) -> tuple[JsonObject, list[str]]:
-    """``data`` with loopwarden's entries for ``agent``; also the events that changed."""
-    result = copy.deepcopy(data) if data is not None else {}
-    hooks = _hooks_table(result, path)
-    wanted = dict(ADAPTERS[agent].install_events)
-    changed: list[str] = []
-    for event in list(hooks):
-        if event not in wanted:  # left over from an older loopwarden: remove ours only
-            kept, removed = _strip(hooks[event], agent)
-            if removed:
+        for position, group in enumerate(json.loads(text[groups.start : groups.end])):
+            handlers = _handlers(group)
+            mine = [i for i, handler in enumerate(handlers) if _ours(handler, agent)]
+            if not mine:
+                continue
+            if event not in changed:
                 changed.append(event)
-                if kept:
-                    hooks[event] = kept
-                else:
-                    del hooks[event]
+            if len(mine) == len(handlers):
+                return groups, position
+            node = groups.items[position].get("hooks")
+            return (node, mine[0]) if node is not None else None
+        if not groups.items and event in changed and (drop is None or event in drop):
+            return hooks, index
+    if not hooks.items and changed and (drop is None or "hooks" in drop):
+        return root, root.index("hooks")
+    return None
+
+
+def _remove(
+    text: str, agent: str, events: set[str] | None, drop: set[str] | None
+) -> tuple[str, list[str]]:
+    """``text`` without loopwarden's handlers for ``agent`` (in ``events``; None: all),
+    and without the containers in ``drop`` that only they were in."""
+    changed: list[str] = []
+    while (found := _target(text, agent, events, changed, drop)) is not None:
+        text = _jsonedit.remove_item(text, *found)
+    return text, changed
+
+
+def add_hooks(text: str | None, agent: str, command: str, path: Path) -> Edit:
+    """``text`` with loopwarden's entries for ``agent`` (None: no file yet)."""
+    if text is None or not text.strip():
+        text = "{}"
+        fresh = True
+    else:
+        fresh = False
+    data = json.loads(text)
+    hooks = _hooks_table(data, path)
+    wanted = dict(ADAPTERS[agent].install_events)
+    # Left over from an older loopwarden: remove ours only (and lists only ours were in).
+    stale = set(hooks) - set(wanted)
+    text, changed = _remove(text, agent, stale, stale)
+    created: list[str] = []
     for event, matcher in wanted.items():
         desired = _group(agent, matcher, command)
-        groups = hooks.get(event, [])
+        groups = json.loads(text).get("hooks", {}).get(event, [])
         count = sum(_ours(h, agent) for g in groups for h in _handlers(g))
         if count == 1 and desired in groups:
             continue  # already exactly as we would write it
-        kept, _ = _strip(groups, agent)
-        hooks[event] = [*kept, desired]
+        text, _ = _remove(text, agent, {event}, set())
+        root = _jsonedit.parse(text)
+        if root.get("hooks") is None:
+            text = _jsonedit.set_member(text, root, "hooks", {})
+            created.append("hooks")
+            root = _jsonedit.parse(text)
+        table = root.get("hooks")
+        if table is None:  # pragma: no cover - added just above
+            raise SettingsError(f"{path}: could not add the hooks table")
+        groups_node = table.get(event)
+        if groups_node is None:
+            text = _jsonedit.set_member(text, table, event, [desired])
+            created.append(event)
+        else:
+            text = _jsonedit.append_item(text, groups_node, desired)
         changed.append(event)
-    if changed:
-        result["hooks"] = hooks
-    return result, changed
+    if fresh:
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n"
+    return Edit(text, changed, created)
 
 
-def remove_hooks(data: JsonObject | None, agent: str, path: Path) -> tuple[JsonObject, list[str]]:
-    """``data`` without loopwarden's handlers for ``agent``; also the events that changed.
+def remove_hooks(
+    text: str | None, agent: str, path: Path, created: list[str] | None = None
+) -> Edit:
+    """``text`` without loopwarden's handlers for ``agent``.
 
-    Event lists and the ``hooks`` object are removed when only ours were in them,
-    so installing and then uninstalling gives back the original file content.
+    Event lists and the ``hooks`` object are removed when only ours were in them
+    and loopwarden created them (``created``, from the install record); without a
+    record, emptied event lists and an emptied ``hooks`` object go.
     """
-    result = copy.deepcopy(data) if data is not None else {}
-    if "hooks" not in result:
-        return result, []
-    hooks = _hooks_table(result, path)
-    changed: list[str] = []
-    for event in list(hooks):
-        kept, removed = _strip(hooks[event], agent)
-        if removed:
-            changed.append(event)
-            if kept:
-                hooks[event] = kept
-            else:
-                del hooks[event]
-    if changed and not hooks:
-        del result["hooks"]
-    return result, changed
+    if text is None or not text.strip():
+        return Edit(text or "", [], [])
+    _hooks_table(json.loads(text), path)
+    new, changed = _remove(text, agent, None, None if created is None else set(created))
+    return Edit(new, changed, [])
 
 
 def installed_hooks(data: JsonObject | None, agent: str, path: Path) -> dict[str, list[str]]:
@@ -264,13 +323,13 @@ def backup_path(path: Path) -> Path:
     return candidate
 
 
-def write_settings(path: Path, data: JsonObject) -> Path | None:
-    """Write ``data`` atomically; an existing file is first copied to a timestamped backup.
+def write_settings(path: Path, text: str | bytes) -> Path | None:
+    """Write ``text`` atomically; an existing file is first copied to a timestamped backup.
 
     Returns the backup's path (None when there was no file).
     """
     backup: Path | None = None
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = 0o644
@@ -280,7 +339,7 @@ def write_settings(path: Path, data: JsonObject) -> Path | None:
             backup.write_bytes(path.read_bytes())
             os.chmod(backup, mode)
         tmp = path.with_name(f".{path.name}.loopwarden-{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
