@@ -173,7 +173,8 @@ class Workspace:
     # -- set-up ------------------------------------------------------------------
     def env(self) -> dict[str, str]:
         env = {
-            "PATH": f"{LOOPWARDEN.parent}:/usr/local/bin:/usr/bin:/bin",
+            # The CLI is on PATH as for a user (doctor looks for it there).
+            "PATH": f"{LOOPWARDEN.parent}:{cli_path(self.agent).parent}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.home),
             "LANG": "C.UTF-8",
             "TERM": "dumb",

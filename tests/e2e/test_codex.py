@@ -122,9 +122,8 @@ def test_uninstall_gives_back_the_file_byte_for_byte(ws: Workspace) -> None:
     check_uninstall_restores(ws, ws.poll(2))
 
 
-@defect(11, "untrusted Codex hooks never run, yet doctor says everything works")
 def test_doctor_reports_hooks_codex_does_not_trust(ws: Workspace) -> None:
-    """Without trust Codex skips every hook; ``loopwarden doctor`` must say so."""
+    """Without trust Codex skips every hook; ``loopwarden doctor`` says so and what to do."""
     ws.write_config(SMALL)
     t = ws.thresholds()
     untrusted = ws.run([ws.poll(t.critical + 2)], trust_hooks=False)
@@ -132,4 +131,6 @@ def test_doctor_reports_hooks_codex_does_not_trust(ws: Workspace) -> None:
     assert untrusted.user_hook_runs == 0
     doctor = ws.loopwarden("doctor", "--agent", AGENT)
     assert doctor.returncode != 0
-    assert "trust" in doctor.stdout.lower()
+    assert "Codex does not trust 3 of loopwarden's 3 hooks" in doctor.stdout, doctor.stdout
+    assert "/hooks" in doctor.stdout
+    assert "[ok] Codex CLI 0.171.0" in doctor.stdout

@@ -28,8 +28,15 @@ class TestCodex:
         denied = hook(p.codex_pre(4)).json["hookSpecificOutput"]
         assert denied["permissionDecision"] == "deny"
         assert "blocked" in denied["permissionDecisionReason"]
+        # Codex fails a PreToolUse hook that answers continue:false (and runs the call):
+        # the stop is a deny, for this call and every later one of the turn.
         stop = hook(p.codex_pre(5)).json
-        assert stop["continue"] is False and "circuit breaker" in stop["stopReason"]
+        assert "continue" not in stop and "stopReason" not in stop
+        reason = stop["hookSpecificOutput"]["permissionDecisionReason"]
+        assert stop["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert "circuit breaker stopped this run" in reason
+        assert not reason.endswith(".")  # Codex adds ". Command: ..." itself
+        assert hook(p.codex_pre(6)).json == stop
         records = list(hook.state("019a-codex-sess", "turn-1").window)
         assert len({r.result_hash for r in records}) == 1
 
@@ -44,11 +51,30 @@ class TestCodex:
 
     @pytest.mark.parametrize("event", ["PreCompact", "PostCompact"])
     def test_compaction_events_arm(self, hook_env: dict[str, str], event: str) -> None:
-        """Codex PreCompact and PostCompact both arm the post-compaction guard."""
+        """Codex PostCompact (and PreCompact, hooked by older installs) arms the guard."""
         hook = Hook(hook_env, "codex")
         hook(p.codex_pre(1))
         assert hook(p.codex_compact(event)).json == {}
         assert hook.state("019a-codex-sess", "turn-1").guard.remaining_attempts == 3
+
+    def test_abort_after_compaction_denies_the_rest_of_the_turn(
+        self, hook_env: dict[str, str]
+    ) -> None:
+        """The post-compaction abort replaces the call's output with the reason
+        (continue:false on PostToolUse), then every later call of the turn is denied."""
+        hook = Hook(hook_env, "codex")
+        hook(p.codex_pre(1))
+        hook(p.codex_compact("PostCompact"))
+        answers = []
+        for n in range(2, 5):
+            hook(p.codex_pre(n))
+            answers.append(hook(p.codex_post(n, f"c{n}", "0.001")).json)
+        abort = answers[-1]
+        assert abort == {"continue": False, "stopReason": abort["stopReason"]}
+        assert "compaction" in abort["stopReason"]
+        later = hook(p.codex_pre(5)).json["hookSpecificOutput"]
+        assert later["permissionDecision"] == "deny"
+        assert later["permissionDecisionReason"] == abort["stopReason"].removesuffix(".")
 
     def test_unsupported_calls_in_the_rollout(
         self, hook_env: dict[str, str], tmp_path: Path
@@ -122,8 +148,9 @@ class TestGemini:
         second = hook.state("gem-sess-1", "gem-sess-1@2026-11-29T18:05:00Z")
         assert len(first.window) == 4 and len(second.window) == 1  # 3 calls + 1 veto
 
-    def test_tool_errors_and_compression(self, hook_env: dict[str, str]) -> None:
-        """Gemini tool errors are error outcomes and PreCompress arms the post-compaction guard."""
+    def test_tool_errors_are_error_outcomes(self, hook_env: dict[str, str]) -> None:
+        """Gemini tool errors are error outcomes; PreCompress (fired before every request,
+        compressing or not) arms nothing."""
         hook = Hook(hook_env, "gemini")
         hook(p.gemini_before("cat nope"))
         error = {"message": "cat: nope: No such file or directory", "type": "EXECUTION_FAILED"}
@@ -131,4 +158,66 @@ class TestGemini:
         assert hook(p.gemini_event("PreCompress", trigger="auto")).json == {}
         state = hook.state("gem-sess-1", "gem-sess-1")
         assert state.window.last.result_hash.startswith("error:")
-        assert state.guard.remaining_attempts == 3
+        assert not state.guard.armed
+
+    def test_shell_process_ids_are_not_progress(self, hook_env: dict[str, str]) -> None:
+        """run_shell_command output carries a new process group id every time; the same
+        output with another PGID is the same outcome."""
+        hook = Hook(hook_env, "gemini")
+        for pgid in (2189, 2301, 2417):
+            output = f"Output: pending\nProcess Group PGID: {pgid}"
+            hook(p.gemini_before("poll"))
+            hook(p.gemini_after("poll", output))
+        records = list(hook.state("gem-sess-1", "gem-sess-1").window)
+        assert len({r.result_hash for r in records}) == 1
+        assert hook(p.gemini_before("poll")).json["decision"] == "deny"
+
+    def test_real_compression_arms_the_guard(
+        self, hook_env: dict[str, str], tmp_path: Path
+    ) -> None:
+        """BeforeModel reads the session file: a history rewritten with fewer messages is a
+        compression and arms the guard; a rewrite as long as before (a resume) is not."""
+        transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
+        messages = [{"id": f"m{i}", "type": "user", "content": []} for i in range(6)]
+        lines = [{"sessionId": "gem-sess-1", "kind": "main"}, *messages]
+        lines.append({"$set": {"messages": messages}})  # a resume: same history again
+        transcript.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+        hook = Hook(hook_env, "gemini")
+        assert hook(p.gemini_model(transcript=str(transcript))).json == {}
+        assert hook.state("gem-sess-1", "gem-sess-1") is None  # nothing happened to the run
+        compressed = {"$set": {"messages": messages[:2]}}
+        with transcript.open("ab") as fh:
+            fh.write(orjson.dumps(compressed) + b"\n")
+        assert hook(p.gemini_model(transcript=str(transcript))).json == {}
+        assert hook.state("gem-sess-1", "gem-sess-1").guard.remaining_attempts == 3
+
+    def test_missing_tools_before_the_next_request(
+        self, hook_env: dict[str, str], tmp_path: Path
+    ) -> None:
+        """BeforeModel reads calls of missing tools from the session file (each record is
+        written twice): past the threshold the request gets a note after its messages, at
+        the circuit breaker the run ends before the request."""
+        transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
+        transcript.write_bytes(b'{"sessionId": "gem-sess-1"}\n')
+        hook = Hook(hook_env, "gemini")
+        error = 'Tool "NoSuchTool" not found. Did you mean one of: "glob"?'
+        answers = []
+        for n in range(1, 6):
+            lines = p.gemini_transcript_calls([(f"call_{n}", "NoSuchTool", error)])
+            with transcript.open("ab") as fh:
+                fh.write(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+            answers.append(hook(p.gemini_model(transcript=str(transcript))).json)
+        assert answers[:2] == [{}, {}]
+        request = answers[2]["hookSpecificOutput"]["llm_request"]
+        assert [m["content"] for m in request["messages"][:2]] == [
+            "<session_context>...",
+            "Poll job 42.",
+        ]
+        note = request["messages"][2]
+        assert note["role"] == "user"
+        assert "no tool named 'NoSuchTool' here, and it has been called 3 times" in note["content"]
+        assert "hookSpecificOutput" in answers[3]
+        assert answers[4]["continue"] is False
+        assert "no tool named 'NoSuchTool'" in answers[4]["stopReason"]
+        records = list(hook.state("gem-sess-1", "gem-sess-1").window)
+        assert [r.call_id for r in records] == [f"call_{n}" for n in range(1, 6)]

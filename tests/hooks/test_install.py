@@ -160,7 +160,8 @@ def test_uninstall_without_a_record_still_removes_ours(hook_env: dict[str, str])
     containers only they were in."""
     path = user_file(hook_env, "codex")
     path.parent.mkdir()
-    old = {"hooks": {"PreCompact": [{"hooks": [{"type": "command", "command": "loopwarden hook codex"}]}]}, "x": 1}  # fmt: skip
+    handler = {"type": "command", "command": "loopwarden hook codex"}
+    old = {"hooks": {"PreCompact": [{"hooks": [handler]}]}, "x": 1}
     path.write_text(json.dumps(old, indent=2))
     assert install(hook_env, "codex", "--uninstall").returncode == 0
     assert path.read_text() == '{\n  "x": 1\n}'

@@ -63,7 +63,7 @@ class Adapter:
     """Claude Code's event names and answers (Codex and Gemini adjust them)."""
 
     name = "claude-code"
-    transcript: Literal["claude", "codex", "gemini"] | None = None
+    transcript: Literal["codex", "gemini"] | None = None
     """Where unknown-tool calls are read from, if no event reports them (Claude: the batch)."""
     events: Mapping[str, Kind] = {
         "PreToolUse": "pre",

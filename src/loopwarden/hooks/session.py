@@ -48,7 +48,6 @@ class SessionStep(NamedTuple):
 
 # Events that may read the transcript: those whose answer can reach the model.
 _SCAN_KINDS: Mapping[str, frozenset[Kind]] = {
-    "claude": frozenset({"pre", "post", "failure"}),
     "codex": frozenset({"pre", "post", "failure"}),
     "gemini": frozenset({"model"}),
 }
@@ -99,7 +98,7 @@ def step_session(
         found = Found([])
         if scan_now and fmt is not None and transcript is not None:
             cursor = Cursor.load(data.get("t"), transcript)
-            found = scan(fmt, cursor, _str(event.get("prompt_id")))
+            found = scan(fmt, cursor)
             data["t"] = cursor.dump()
         arm = False
         carried = data.get("arm")

@@ -8,7 +8,8 @@ hands those calls to the guard. Gemini CLI also rewrites its history in the
 transcript when it compresses the chat (a ``$set`` of fewer ``messages``),
 which is how a real compression is told apart from its ``PreCompress`` event,
 fired before every request. (Claude Code reports such calls in its
-``PostToolBatch`` event; its transcript reader stays for older set-ups.)
+``PostToolBatch`` event: its transcript, which repeats tool results in
+``api-request-blob`` records, is not read.)
 
 The work per read is bounded: at most :data:`MAX_READ` new bytes, and only
 lines that can hold a tool call, its result or a history rewrite are parsed.
@@ -34,12 +35,8 @@ MAX_READ = 1024 * 1024
 MAX_PENDING = 64
 """Tool calls remembered while their result has not been read yet (and ids already seen)."""
 
-_CLAUDE_UNKNOWN = re.compile(r"No such tool available:\s*([^\s<]+)")
 _CODEX_UNKNOWN = re.compile(r"^unsupported call:\s*(\S+)")
 _GEMINI_UNKNOWN = re.compile(r'^Tool "([^"]+)" not found')
-# Claude Code records that hold the conversation; others (api-request-blob, ...)
-# repeat tool results and must not be counted again.
-_CLAUDE_TYPES = frozenset({"user", "assistant"})
 
 
 class Found(NamedTuple):
@@ -174,41 +171,6 @@ def _lines(data: bytes, markers: tuple[bytes, ...]) -> Iterator[dict[str, Any]]:
             yield obj
 
 
-def _claude(data: bytes, cursor: Cursor, prompt_id: str | None) -> list[UnknownCall]:
-    found: list[UnknownCall] = []
-    for obj in _lines(data, (b'"tool_use"', b'"tool_result"')):
-        if obj.get("type") not in _CLAUDE_TYPES:
-            continue
-        message = obj.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            continue
-        record_prompt = obj.get("promptId")
-        other_prompt = (
-            prompt_id is not None and isinstance(record_prompt, str) and record_prompt != prompt_id
-        )
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "tool_use" and isinstance(block.get("id"), str):
-                cursor.remember(block["id"], str(block.get("name", "")), block.get("input", {}))
-            elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                call_id = block["tool_use_id"]
-                call = cursor.pending.pop(call_id, None)
-                if block.get("is_error") is not True or other_prompt:
-                    continue
-                if not cursor.first_time(call_id):
-                    continue
-                match = _CLAUDE_UNKNOWN.search(_text_of(block.get("content")))
-                if match is None:
-                    continue
-                name = match.group(1)
-                tool, params = (call[0], call[1]) if call and call[0] else (name, {})
-                found.append(UnknownCall(tool, params, call_id, f"No such tool available: {name}"))
-    return found
-
-
 def _codex(data: bytes, cursor: Cursor) -> list[UnknownCall]:
     found: list[UnknownCall] = []
     for obj in _lines(data, (b'"function_call',)):
@@ -284,15 +246,11 @@ def _gemini(data: bytes, cursor: Cursor) -> Found:
     return Found(found, compacted)
 
 
-def scan(
-    fmt: Literal["claude", "codex", "gemini"], cursor: Cursor, prompt_id: str | None = None
-) -> Found:
+def scan(fmt: Literal["codex", "gemini"], cursor: Cursor) -> Found:
     """Unknown-tool calls appended to the transcript since ``cursor`` (which advances)."""
     data = _read_new(cursor)
     if not data:
         return Found([])
-    if fmt == "claude":
-        return Found(_claude(data, cursor, prompt_id))
     if fmt == "gemini":
         return _gemini(data, cursor)
     return Found(_codex(data, cursor))
