@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any, NamedTuple
 import orjson
 import pytest
 
+import loopwarden.hooks.entry
 from loopwarden.config import load_config
 from loopwarden.engine.state import RunState
 from loopwarden.guard import LoopGuard
@@ -25,6 +27,15 @@ from tests._wait import wait_until
 LOOPWARDEN = shutil.which("loopwarden", path=str(Path(sys.executable).parent))
 if LOOPWARDEN is None:  # pragma: no cover - the dev install always has it
     raise RuntimeError("the loopwarden console script is not installed next to the interpreter")
+
+LAUNCHER = [sys.executable, "-S", str(Path(loopwarden.hooks.entry.__file__ or ""))]
+"""The start of the hook command ``loopwarden install`` writes (python -S .../entry.py)."""
+
+
+def installed_command(agent: str) -> str:
+    """The hook command ``loopwarden install AGENT`` writes from this virtualenv."""
+    return shlex.join([*LAUNCHER, agent])
+
 
 SMALL = {
     "tools": {

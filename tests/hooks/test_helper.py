@@ -18,7 +18,7 @@ from loopwarden.hooks._protocol import socket_path
 from loopwarden.hooks.daemon import ping
 from tests._wait import wait_until
 from tests.hooks import payloads as p
-from tests.hooks.conftest import LOOPWARDEN, Hook, helper_ready, stop_helper
+from tests.hooks.conftest import LAUNCHER, LOOPWARDEN, Hook, helper_ready, stop_helper
 
 
 @pytest.fixture(name="own_env")
@@ -155,3 +155,27 @@ def test_fast_path_imports_nothing_heavy(own_env: dict[str, str]) -> None:
     heavy = {"orjson", "json", "sqlite3", "typing", "socket", "argparse", "logging", "re"}
     heavy.add("__future__")  # `from __future__ import annotations` costs a module import
     assert not heavy & imported, sorted(heavy & imported)
+
+
+def test_installed_command_imports_only_the_protocol(own_env: dict[str, str]) -> None:
+    """The command install writes (python -S .../entry.py) imports neither site nor os,
+    and of loopwarden only the package, hooks and hooks._protocol, with the helper up."""
+    hook = Hook(own_env, "claude-code")
+    hook(p.claude_pre(1))
+    assert helper_ready(own_env)
+    done = subprocess.run(
+        [*LAUNCHER, "claude-code"],
+        input=orjson.dumps(p.claude_pre(2)),
+        env={**own_env, "PYTHONPROFILEIMPORTTIME": "1"},
+        capture_output=True,
+        check=True,
+    )
+    assert done.stdout == b"{}"
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.decode().splitlines()
+        if line.startswith("import time:")
+    }
+    ours = {name for name in imported if name.split(".")[0] == "loopwarden"}
+    assert ours == {"loopwarden", "loopwarden.hooks", "loopwarden.hooks._protocol"}
+    assert not {"site", "os", "typing", "__future__"} & imported

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loopwarden.hooks.agents import ADAPTERS
-from tests.hooks.conftest import LOOPWARDEN
+from tests.hooks.conftest import LAUNCHER, LOOPWARDEN, installed_command
 
 EXISTING = {
     "model": "claude-sonnet-4-5",
@@ -74,7 +74,7 @@ def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) 
         [handler] = group["hooks"]
         assert handler["type"] == "command"
         words = shlex.split(handler["command"])
-        assert words == [str(LOOPWARDEN), "hook", agent]
+        assert words == [*LAUNCHER, agent]
         assert handler["timeout"] == (30000 if agent == "gemini" else 30)
     assert backups(path) == []  # nothing to back up
     assert "check it with: loopwarden doctor" in done.stdout
@@ -128,7 +128,7 @@ def test_install_changes_only_its_own_entries(hook_env: dict[str, str]) -> None:
     assert text.startswith(original[: original.index('"PreToolUse"')])
     lines = iter(text.splitlines())
     assert all(line in lines for line in original.splitlines())  # in order, unchanged
-    command = f'"command": "{LOOPWARDEN} hook claude-code"'
+    command = json.dumps({"command": installed_command("claude-code")})[1:-1]
     assert f"\n                        {command},\n" in text  # ours, indented alike
 
 
@@ -200,7 +200,7 @@ def test_reinstall_replaces_an_old_command(hook_env: dict[str, str]) -> None:
     assert install(hook_env, "codex").returncode == 0
     data = json.loads(path.read_text())
     commands = [h["command"] for g in data["hooks"]["PreToolUse"] for h in g["hooks"]]
-    assert commands == ["x.sh", f"{LOOPWARDEN} hook codex"]
+    assert commands == ["x.sh", installed_command("codex")]
     assert "SessionStart" not in data["hooks"]  # not installed for Codex any more
 
 
@@ -236,7 +236,7 @@ def test_project_scope_and_options(hook_env: dict[str, str], tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     data = json.loads((project / ".claude" / "settings.json").read_text())
     command = data["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    assert shlex.split(command)[3:] == [
+    assert shlex.split(command)[len(LAUNCHER) + 1 :] == [
         "--config",
         str(config),
         "--state",

@@ -33,6 +33,7 @@ from ..hooks.settings import (
     AGENT_TITLES,
     SCOPES,
     SettingsError,
+    hook_arguments,
     hook_command,
     installed_hooks,
     is_loopwarden_command,
@@ -66,12 +67,8 @@ def _pre_event(agent: str) -> str:
 
 
 def _hook_words(command: str) -> list[str]:
-    """The arguments after ``hook`` in an installed command."""
-    words = shlex.split(command)
-    for index, word in enumerate(words):
-        if word == "hook" and index > 0:
-            return words[index + 1 :]
-    return []
+    """The hook's own arguments (``AGENT [options]``) in an installed command."""
+    return hook_arguments(command) or []
 
 
 def _cleanup(agent: str, words: list[str], session: str, env: Mapping[str, str]) -> None:
@@ -186,19 +183,20 @@ def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Rep
     return found_any
 
 
+def _launcher(command: str) -> str:
+    """The part of a hook command before the hook's own arguments."""
+    words = shlex.split(command)
+    return shlex.join(words[: len(words) - len(_hook_words(command))])
+
+
 def _other_installation(agent: str, command: str, report: _Report) -> None:
     """Say so when the hook runs another loopwarden than this one (another virtualenv)."""
-    mine = shlex.split(hook_command(agent))[0]
-    words = shlex.split(command)
-    if words and words[0] != mine and os.path.basename(words[0]) != "python":
+    mine, theirs = _launcher(hook_command(agent)), _launcher(command)
+    if theirs != mine:
+        trust = " (Codex then asks to trust the new command: /hooks)" if agent == "codex" else ""
         report.info(
-            f"this hook runs {words[0]}, not this installation ({mine}); "
-            f"'loopwarden install {agent}' switches it"
-            + (
-                " (Codex then asks to trust the new command with /hooks)"
-                if agent == "codex"
-                else ""
-            )
+            f"this hook runs {theirs}, not this installation ({mine}); "
+            f"'loopwarden install {agent}' switches it{trust}"
         )
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "SettingsError",
     "add_hooks",
     "backup_path",
+    "hook_arguments",
     "hook_command",
     "installed_hooks",
     "is_loopwarden_command",
@@ -75,28 +76,41 @@ def settings_path(agent: str, scope: Scope, env: Mapping[str, str], project: Pat
 
 
 def _executable() -> list[str]:
-    """The most robust way to start this installation's ``loopwarden`` command."""
-    script = Path(sys.executable).parent / ("loopwarden.exe" if os.name == "nt" else "loopwarden")
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "loopwarden"]
+    """The cheapest robust way to start this installation's hook.
+
+    On POSIX: this interpreter with ``-S`` (no ``site``) running
+    ``loopwarden/hooks/entry.py`` as a file; elsewhere the ``loopwarden`` script.
+    """
+    from . import entry
+
+    python = Path(sys.executable)
+    script = Path(entry.__file__ or "")
+    if os.name == "posix" and python.is_file() and script.is_file():
+        return [str(python), "-S", str(script)]
+    launcher = python.parent / ("loopwarden.exe" if os.name == "nt" else "loopwarden")
+    if launcher.is_file() and os.access(launcher, os.X_OK):
+        return [str(launcher), "hook"]
+    return [sys.executable, "-m", "loopwarden", "hook"]
 
 
 def hook_command(agent: str, extra: list[str] | None = None) -> str:
     """The shell command the agent runs: absolute paths, quoted for ``sh``."""
-    return shlex.join([*_executable(), "hook", agent, *(extra or [])])
+    return shlex.join([*_executable(), agent, *(extra or [])])
 
 
-def is_loopwarden_command(command: object, agent: str | None = None) -> bool:
-    """True for a command that runs ``loopwarden hook`` (for ``agent``, if given)."""
+def hook_arguments(command: object) -> list[str] | None:
+    """The hook's own arguments (``AGENT [options]``) in a loopwarden hook command;
+    None when ``command`` does not run loopwarden's hook."""
     if not isinstance(command, str):
-        return False
+        return None
     try:
         words = shlex.split(command)
     except ValueError:
-        return False
+        return None
     for index, word in enumerate(words):
         name = os.path.basename(word)
+        if name == "entry.py" and word.replace("\\", "/").endswith("loopwarden/hooks/entry.py"):
+            return words[index + 1 :]
         if name in ("loopwarden", "loopwarden.exe"):
             rest = words[index + 1 :]
         elif word == "-m" and index + 1 < len(words) and words[index + 1] == "loopwarden":
@@ -104,8 +118,14 @@ def is_loopwarden_command(command: object, agent: str | None = None) -> bool:
         else:
             continue
         if rest[:1] == ["hook"]:
-            return agent is None or rest[1:2] == [agent]
-    return False
+            return rest[1:]
+    return None
+
+
+def is_loopwarden_command(command: object, agent: str | None = None) -> bool:
+    """True for a command that runs ``loopwarden hook`` (for ``agent``, if given)."""
+    args = hook_arguments(command)
+    return args is not None and (agent is None or args[:1] == [agent])
 
 
 def read_text(path: Path) -> str | None:
