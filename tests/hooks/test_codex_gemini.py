@@ -149,8 +149,8 @@ class TestGemini:
         assert len(first.window) == 4 and len(second.window) == 1  # 3 calls + 1 veto
 
     def test_tool_errors_are_error_outcomes(self, hook_env: dict[str, str]) -> None:
-        """Gemini tool errors are error outcomes; PreCompress (fired before every request,
-        compressing or not) arms nothing."""
+        """Gemini tool errors are error outcomes; PreCompress before a request (trigger
+        "auto", compressing or not) arms nothing, /compress ("manual") does."""
         hook = Hook(hook_env, "gemini")
         hook(p.gemini_before("cat nope"))
         error = {"message": "cat: nope: No such file or directory", "type": "EXECUTION_FAILED"}
@@ -159,6 +159,9 @@ class TestGemini:
         state = hook.state("gem-sess-1", "gem-sess-1")
         assert state.window.last.result_hash.startswith("error:")
         assert not state.guard.armed
+        # /compress (trigger "manual", the only one install hooks) does arm.
+        assert hook(p.gemini_event("PreCompress", trigger="manual")).json == {}
+        assert hook.state("gem-sess-1", "gem-sess-1").guard.armed
 
     def test_shell_process_ids_are_not_progress(self, hook_env: dict[str, str]) -> None:
         """run_shell_command output carries a new process group id every time; the same
@@ -176,11 +179,14 @@ class TestGemini:
         self, hook_env: dict[str, str], tmp_path: Path
     ) -> None:
         """BeforeModel reads the session file: a history rewritten with fewer messages is a
-        compression and arms the guard; a rewrite as long as before (a resume) is not."""
+        compression and arms the guard; the rewrites of a resume (after a new session
+        header) are not."""
         transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
         messages = [{"id": f"m{i}", "type": "user", "content": []} for i in range(6)]
-        lines = [{"sessionId": "gem-sess-1", "kind": "main"}, *messages]
-        lines.append({"$set": {"messages": messages}})  # a resume: same history again
+        header = {"sessionId": "gem-sess-1", "startTime": "t", "kind": "main"}
+        lines = [header, *messages]
+        # A resume: the header again, a first history of one message, then the whole.
+        lines += [header, {"$set": {"messages": messages[:1]}}, {"$set": {"messages": messages}}]
         transcript.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
         hook = Hook(hook_env, "gemini")
         assert hook(p.gemini_model(transcript=str(transcript))).json == {}
@@ -190,6 +196,22 @@ class TestGemini:
             fh.write(orjson.dumps(compressed) + b"\n")
         assert hook(p.gemini_model(transcript=str(transcript))).json == {}
         assert hook.state("gem-sess-1", "gem-sess-1").guard.remaining_attempts == 3
+
+    def test_compress_arms_once(self, hook_env: dict[str, str], tmp_path: Path) -> None:
+        """/compress arms the guard; its history rewrite, which Gemini may write to the
+        transcript only a request later, does not arm it again (the window would restart)."""
+        transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
+        messages = [{"id": f"m{i}", "type": "user", "content": []} for i in range(6)]
+        transcript.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in messages))
+        hook = Hook(hook_env, "gemini")
+        hook(p.gemini_model(transcript=str(transcript)))
+        hook(p.gemini_event("PreCompress", trigger="manual"))
+        hook(p.gemini_before("poll"))
+        hook(p.gemini_after("poll", "same"))
+        with transcript.open("ab") as fh:
+            fh.write(orjson.dumps({"$set": {"messages": messages[:2]}}) + b"\n")
+        hook(p.gemini_model(transcript=str(transcript)))
+        assert hook.state("gem-sess-1", "gem-sess-1").guard.remaining_attempts == 2
 
     def test_missing_tools_before_the_next_request(
         self, hook_env: dict[str, str], tmp_path: Path

@@ -254,18 +254,23 @@ class GeminiAdapter(Adapter):
         "BeforeModel": "model",
         "BeforeAgent": "prompt",
     }
-    # No PreCompress: Gemini 0.61 fires it before every model request, whether or not
-    # it compresses; BeforeModel sees a real compression in the transcript.
+    # Gemini 0.61 fires PreCompress (trigger "auto") before every model request,
+    # whether or not it compresses: BeforeModel sees a real compression in the
+    # transcript instead. Only /compress (trigger "manual") is hooked, through a
+    # matcher, so the other PreCompress events start no process at all.
     install_events = (
         ("BeforeTool", None),
         ("AfterTool", None),
         ("BeforeModel", None),
         ("BeforeAgent", None),
+        ("PreCompress", "manual"),
     )
     timeout = 30000  # Gemini's hook timeouts are milliseconds
 
     def kind(self, event: Mapping[str, Any]) -> Kind | None:
         name = event.get("hook_event_name")
+        if name == "PreCompress":
+            return "compact" if event.get("trigger") == "manual" else None
         return self.events.get(name) if isinstance(name, str) else None
 
     def run_id(self, event: Mapping[str, Any]) -> str | None:

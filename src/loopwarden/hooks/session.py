@@ -7,6 +7,8 @@ in the SQLite file ties them together:
 * ``run``: the session's latest run (Gemini: chosen by ``BeforeAgent``);
 * ``t``: where the transcript was read up to (see :mod:`.transcript`);
 * ``arm``: a compaction whose run has made no call since (carried to the next run);
+* ``seen``: (Gemini) a ``/compress`` already armed: its history rewrite, which
+  Gemini may write to the transcript a request later, must not arm again;
 * ``stop``: the reason of a stop not yet shown to the user (Claude Code's ``SessionEnd``).
 """
 
@@ -102,9 +104,17 @@ def step_session(
             data["t"] = cursor.dump()
         arm = False
         carried = data.get("arm")
+        if found.compacted and data.pop("seen", None):
+            found = found._replace(compacted=False)  # already armed by its own event
+        elif kind == "model" and isinstance(data.get("seen"), int):
+            data["seen"] -= 1  # the rewrite comes within a request or two, or never
+            if data["seen"] <= 0:
+                del data["seen"]
         if kind == "compact" or found.compacted:
             data["arm"] = run
             arm = True
+            if kind == "compact" and fmt == "gemini":
+                data["seen"] = 3  # /compress: its history rewrite is yet to be read
         elif carried is not None and kind in _CALL_KINDS:
             if carried != run:
                 arm = True  # compacted in an earlier run that made no call since

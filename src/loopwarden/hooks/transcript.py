@@ -216,7 +216,11 @@ def _gemini(data: bytes, cursor: Cursor) -> Found:
     ``$set`` of ``messages`` rewrites the history (fewer messages: a compression)."""
     found: list[UnknownCall] = []
     compacted = False
-    for obj in _lines(data, (b'"toolCalls"', b'"messages"', b'"type":"user"', b'"type":"gemini"')):
+    markers = (b'"toolCalls"', b'"messages"', b'"type":"user"', b'"type":"gemini"', b'"startTime"')
+    for obj in _lines(data, markers):
+        if "startTime" in obj and "type" not in obj:
+            cursor.messages = 0  # a session header: the CLI (re)starts, e.g. on --resume
+            continue
         update = obj.get("$set")
         if isinstance(update, dict):
             messages = update.get("messages")
