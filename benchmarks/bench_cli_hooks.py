@@ -10,21 +10,24 @@ API on loopback), in three set-ups, interleaved round by round:
   ``cat >/dev/null`` (what the CLI itself spends per command hook);
 * ``python -c pass``: the same with a bare Python start (the floor of any Python hook);
 * ``loopwarden``: ``loopwarden install AGENT`` as is (helper already running);
+* ``--compare PATH``: the same with another installation's ``loopwarden`` (e.g. a
+  virtualenv with the previous release: its own install, events and command);
 * a counting pass: each command prefixed by an append to a file, to count hook
-  invocations per tool call.
+  invocations per tool call (for each loopwarden).
 
 The time of one tool call is read at the fake API: the gap between the model
 request that made the call and the next one (tool run + hooks + CLI overhead).
 The cost of the hooks is the difference of the medians (bare vs loopwarden).
 
-Part 2 splits one hook call (a Claude Code event through ``loopwarden hook``):
-interpreter start (``python -c pass``), the imports done before the helper is
-reached (``from loopwarden.cli import main`` + ``loopwarden.cli.hook``), the
-whole call with the helper running (PreToolUse, PostToolUse), the socket round
-trip to the helper measured inside one process, and ``--no-daemon``.
+Part 2 splits one hook call (a Claude Code event): interpreter start
+(``python -c pass`` and ``python -S -c pass``), the command ``install`` writes
+(``python -S .../hooks/entry.py``) with the helper running, the console script
+``loopwarden hook`` (PreToolUse, PostToolUse), the socket round trip to the
+helper measured inside one process, and ``--no-daemon``.
 
-Run: ``python benchmarks/bench_cli_hooks.py [--calls 30] [--rounds 3] [--agents ...]``
-(a benchmark, not a test; wall-clock figures, so run it on a quiet machine).
+Run: ``python benchmarks/bench_cli_hooks.py [--calls 30] [--rounds 3] [--agents ...]
+[--compare /path/to/other/venv/bin/loopwarden]`` (a benchmark, not a test;
+wall-clock figures, so run it on a quiet machine).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import argparse
 import itertools
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -52,6 +56,8 @@ from tests.e2e.harness import (  # noqa: E402
     cli_path,
     netns_prefix,
 )
+
+from loopwarden.hooks.settings import hook_command  # noqa: E402
 
 PYTHON = sys.executable
 BARE_SETTINGS = {
@@ -95,9 +101,17 @@ MODES = {
 }
 
 
-def workspace(agent: str, root: Path, runtime: Path, netns: list[str], mode: str) -> Workspace:
+def workspace(
+    agent: str, root: Path, runtime: Path, netns: list[str], mode: str, other: str | None
+) -> Workspace:
     ws = Workspace(agent, root / f"{agent}-{time.monotonic_ns()}", runtime, netns)
     ws.settings.write_text(BARE_SETTINGS[agent])  # no user hook: only the hooks measured
+    if mode == "compared":
+        done = subprocess.run(
+            [str(other), "install", agent], env=ws.env(), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return ws
     command = MODES.get(mode, "{}")
     if command is not None:
         ws.install()
@@ -105,34 +119,49 @@ def workspace(agent: str, root: Path, runtime: Path, netns: list[str], mode: str
     return ws
 
 
-def part1(agents: list[str], calls: int, rounds: int, root: Path, runtime: Path) -> None:
+def count_hooks(ws: Workspace, calls: int) -> float:
+    """Hook invocations per tool call of one session."""
+    counter = ws.root / "hook-calls"
+    replace_hooks(ws, f"echo . >> {counter}; {{}}")
+    ws.run([ws.progress(calls)])
+    return len(counter.read_text().splitlines()) / calls
+
+
+def part1(
+    agents: list[str], calls: int, rounds: int, root: Path, runtime: Path, other: str | None
+) -> None:
     netns = netns_prefix()
     if netns is None:
         print("part 1 skipped: no network namespaces here")
         return
+    modes = [*MODES, *(["compared"] if other else [])]
+    counted = ["loopwarden", *(["compared"] if other else [])]
     print(f"Part 1: one tool call as seen by the CLI ({calls} calls x {rounds} rounds, medians)")
-    print(f"{'agent':12}" + "".join(f"{m:>16}" for m in MODES) + f"{'hooks/call':>12}")
+    if other:
+        print(f"  compared: {other}")
+    heads = "".join(f"{m:>16}" for m in modes) + "".join(f"{'hooks/call':>12}" for _ in counted)
+    print(f"{'agent':12}{heads}")
     for agent in agents:
         if not cli_path(agent).exists():
             print(f"{agent:12} not installed (scripts/e2e-cli-setup)")
             continue
-        workspace(agent, root, runtime, netns, "loopwarden").run([AGENTS[agent].shell("true")])
-        samples: dict[str, list[float]] = {mode: [] for mode in MODES}
-        invocations: list[float] = []
+        for mode in counted:  # start each installation's helper
+            workspace(agent, root, runtime, netns, mode, other).run([AGENTS[agent].shell("true")])
+        samples: dict[str, list[float]] = {mode: [] for mode in modes}
+        invocations: dict[str, list[float]] = {mode: [] for mode in counted}
         for _ in range(rounds):
-            for mode in MODES:
-                samples[mode] += gaps(workspace(agent, root, runtime, netns, mode), calls)
-            ws = workspace(agent, root, runtime, netns, "loopwarden")
-            counter = ws.root / "hook-calls"
-            replace_hooks(ws, f"echo . >> {counter}; {{}}")
-            ws.run([ws.progress(calls)])
-            invocations.append(len(counter.read_text().splitlines()) / calls)
+            for mode in modes:
+                samples[mode] += gaps(workspace(agent, root, runtime, netns, mode, other), calls)
+            for mode in counted:
+                ws = workspace(agent, root, runtime, netns, mode, other)
+                invocations[mode].append(count_hooks(ws, calls))
         bare = statistics.median(samples["bare"])
         cells = [f"{bare * 1000:13.0f} ms"]
-        for mode in list(MODES)[1:]:
+        for mode in modes[1:]:
             cells.append(f"{(statistics.median(samples[mode]) - bare) * 1000:+13.0f} ms")
-        print(f"{agent:12}" + "".join(f"{c:>16}" for c in cells), end="")
-        print(f"{statistics.median(invocations):12.2f}")
+        cells += [f"{statistics.median(invocations[mode]):9.2f}" for mode in counted]
+        print(f"{agent:12}" + "".join(f"{c:>16}" for c in cells[: len(modes)]), end="")
+        print("".join(f"{c:>12}" for c in cells[len(modes) :]))
     print("(bare: one call without hooks; the other columns: added per call)")
 
 
@@ -179,6 +208,7 @@ def part2(samples: int, root: Path, runtime: Path) -> None:
         "LOOPWARDEN_RUNTIME_DIR": str(runtime),
     }
     hook = [str(LOOPWARDEN), "hook", "claude-code"]
+    installed = shlex.split(hook_command("claude-code"))
     run_timed(hook, env, event("PreToolUse", 0))  # starts the helper
     for _ in range(100):
         if run_timed(hook, env, event("PreToolUse", 0)) < 5:
@@ -190,12 +220,10 @@ def part2(samples: int, root: Path, runtime: Path) -> None:
 
     for n in range(1, samples + 1):
         add("python -c pass", run_timed([PYTHON, "-c", "pass"], env, b""))
-        add(
-            "imports before the helper",
-            run_timed([PYTHON, "-c", "from loopwarden.cli import main, hook"], env, b""),
-        )
-        add("hook PreToolUse (helper)", run_timed(hook, env, event("PreToolUse", n)))
-        add("hook PostToolUse (helper)", run_timed(hook, env, event("PostToolUse", n)))
+        add("python -S -c pass", run_timed([PYTHON, "-S", "-c", "pass"], env, b""))
+        add("installed command (helper)", run_timed(installed, env, event("PreToolUse", n)))
+        add("loopwarden hook Pre (helper)", run_timed(hook, env, event("PreToolUse", n)))
+        add("loopwarden hook Post (helper)", run_timed(hook, env, event("PostToolUse", n)))
         if n % 5 == 0:
             add(
                 "hook PreToolUse --no-daemon",
@@ -224,13 +252,16 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--agents", default=",".join(AGENTS))
     parser.add_argument("--part", choices=["1", "2", "both"], default="both")
+    parser.add_argument(
+        "--compare", metavar="LOOPWARDEN", help="another installation's loopwarden executable"
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="lw-bench-"))
     runtime = root / "run"
     runtime.mkdir(mode=0o700)
     try:
         if args.part in ("1", "both"):
-            part1(args.agents.split(","), args.calls, args.rounds, root, runtime)
+            part1(args.agents.split(","), args.calls, args.rounds, root, runtime, args.compare)
         if args.part in ("2", "both"):
             part2(args.samples, root, runtime)
     finally:
