@@ -18,6 +18,8 @@ API on loopback), in three set-ups, interleaved round by round:
 The time of one tool call is read at the fake API: the gap between the model
 request that made the call and the next one (tool run + hooks + CLI overhead).
 The cost of the hooks is the difference of the medians (bare vs loopwarden).
+CPU time per call (the CLI with every process it waited for, plus the hook
+helper) is printed too: on a busy machine it is much steadier than wall time.
 
 Part 2 splits one hook call (a Claude Code event): interpreter start
 (``python -c pass`` and ``python -S -c pass``), the command ``install`` writes
@@ -75,11 +77,28 @@ BARE_SETTINGS = {
 }
 
 
-def gaps(ws: Workspace, calls: int) -> list[float]:
-    """Seconds between consecutive model requests of one scripted session (one per call)."""
+def helpers_cpu(runtime: Path) -> float:
+    """CPU seconds used so far by the hook helpers of ``runtime`` (their pid files)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid_file in runtime.glob("*.pid"):
+        try:
+            fields = Path(f"/proc/{int(pid_file.read_text())}/stat").read_text().split(")")[-1]
+        except (OSError, ValueError):
+            continue
+        utime, stime = fields.split()[11:13]
+        total += (int(utime) + int(stime)) / ticks
+    return total
+
+
+def session(ws: Workspace, calls: int) -> tuple[list[float], float]:
+    """One scripted session: the gaps between model requests (one per call), and the CPU
+    seconds per call of the CLI, its hook processes and the hook helper together."""
+    before = helpers_cpu(ws.runtime)
     outcome = ws.run([ws.progress(calls)])
+    helper = helpers_cpu(ws.runtime) - before
     times = [r["t"] for r in outcome.main]
-    return [b - a for a, b in itertools.pairwise(times)]
+    return [b - a for a, b in itertools.pairwise(times)], (outcome.runs[-1].cpu + helper) / calls
 
 
 def replace_hooks(ws: Workspace, command: str) -> None:
@@ -140,7 +159,7 @@ def part1(
     if other:
         print(f"  compared: {other}")
     heads = "".join(f"{m:>16}" for m in modes) + "".join(f"{'hooks/call':>12}" for _ in counted)
-    print(f"{'agent':12}{heads}")
+    print(f"{'agent':16}{heads}")
     for agent in agents:
         if not cli_path(agent).exists():
             print(f"{agent:12} not installed (scripts/e2e-cli-setup)")
@@ -148,21 +167,30 @@ def part1(
         for mode in counted:  # start each installation's helper
             workspace(agent, root, runtime, netns, mode, other).run([AGENTS[agent].shell("true")])
         samples: dict[str, list[float]] = {mode: [] for mode in modes}
+        cpu: dict[str, list[float]] = {mode: [] for mode in modes}
         invocations: dict[str, list[float]] = {mode: [] for mode in counted}
         for _ in range(rounds):
             for mode in modes:
-                samples[mode] += gaps(workspace(agent, root, runtime, netns, mode, other), calls)
+                ws = workspace(agent, root, runtime, netns, mode, other)
+                wall, per_call = session(ws, calls)
+                samples[mode] += wall
+                cpu[mode].append(per_call)
             for mode in counted:
                 ws = workspace(agent, root, runtime, netns, mode, other)
                 invocations[mode].append(count_hooks(ws, calls))
-        bare = statistics.median(samples["bare"])
-        cells = [f"{bare * 1000:13.0f} ms"]
-        for mode in modes[1:]:
-            cells.append(f"{(statistics.median(samples[mode]) - bare) * 1000:+13.0f} ms")
-        cells += [f"{statistics.median(invocations[mode]):9.2f}" for mode in counted]
-        print(f"{agent:12}" + "".join(f"{c:>16}" for c in cells[: len(modes)]), end="")
-        print("".join(f"{c:>12}" for c in cells[len(modes) :]))
-    print("(bare: one call without hooks; the other columns: added per call)")
+        for label, data in (("wall", samples), ("cpu", cpu)):
+            bare = statistics.median(data["bare"])
+            cells = [f"{bare * 1000:13.0f} ms"]
+            for mode in modes[1:]:
+                cells.append(f"{(statistics.median(data[mode]) - bare) * 1000:+13.0f} ms")
+            cells += [f"{statistics.median(invocations[mode]):9.2f}" for mode in counted]
+            name = f"{agent} {label}"
+            print(f"{name:16}" + "".join(f"{c:>16}" for c in cells[: len(modes)]), end="")
+            print("".join(f"{c:>12}" for c in cells[len(modes) :]))
+    print(
+        "(bare: one call without hooks; the other columns: added per call. wall: gap between\n"
+        " model requests; cpu: CPU of the CLI, its hook processes and the helper, per call)"
+    )
 
 
 def run_timed(argv: list[str], env: dict[str, str], stdin: bytes) -> float:

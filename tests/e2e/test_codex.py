@@ -18,7 +18,6 @@ from .common import (
     check_uninstall_restores,
     check_users_hook_kept,
     check_warn_then_block,
-    defect,
     kinds,
 )
 from .harness import Outcome, Workspace

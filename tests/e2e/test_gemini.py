@@ -20,7 +20,6 @@ from .common import (
     check_uninstall_restores,
     check_users_hook_kept,
     check_warn_then_block,
-    defect,
     kinds,
 )
 from .harness import Outcome, Workspace
@@ -49,6 +48,12 @@ def stopped_by_hook(outcome: Outcome) -> list[str]:
         for e in outcome.runs[-1].events()
         if isinstance(e.get("error"), dict) and e["error"].get("type") == "stop_execution"
     ]
+
+
+def aborted(outcome: Outcome) -> bool:
+    """The post-compaction guard ended the run (before the next model request: BeforeModel
+    reads the outcomes, so stream-json shows no reason; the hook log has it)."""
+    return "detector=compaction_loop_persisted" in outcome.hook_log
 
 
 def test_no_progress_loop_warns_blocks_and_stops_at_the_configured_calls(ws: Workspace) -> None:
@@ -96,8 +101,8 @@ def test_real_compression_then_the_same_loop_is_aborted(
     ]
     outcome = ws.run(steps, ["Poll job 42.", "Poll job 42 again."])
     assert sum(r["kind"] == "summary" for r in outcome.requests) >= 1, "no compression happened"
-    assert len(outcome.main) == 4 + t.window
-    assert [classify(m) for m in stopped_by_hook(outcome)] == ["stop"]
+    assert len(outcome.main) == 4 + t.window, "the model must not be called after the abort"
+    assert aborted(outcome)
 
 
 def test_manual_compress_then_the_same_loop_is_aborted(ws: Workspace) -> None:
@@ -107,8 +112,8 @@ def test_manual_compress_then_the_same_loop_is_aborted(ws: Workspace) -> None:
     steps = [read(ws, 2), {"text": "Still pending."}, read(ws, t.window + 4)]
     outcome = ws.run(steps, ["Poll job 42.", "/compress"])
     assert sum(r["kind"] == "summary" for r in outcome.requests) >= 1, "no compression happened"
-    assert len(outcome.main) == 3 + t.window
-    assert [classify(m) for m in stopped_by_hook(outcome)] == ["stop"]
+    assert len(outcome.main) == 3 + t.window, "the model must not be called after the abort"
+    assert aborted(outcome)
 
 
 def test_stop_is_shown_to_the_user_in_text_mode(ws: Workspace) -> None:

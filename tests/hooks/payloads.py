@@ -205,18 +205,20 @@ def gemini_model(messages: list[str] | None = None, **kw: Any) -> dict[str, Any]
     return gemini_event("BeforeModel", llm_request=request, **kw)
 
 
-def gemini_transcript_calls(calls: list[tuple[str, str, Any]]) -> list[dict[str, Any]]:
+def gemini_transcript_calls(
+    calls: list[tuple[str, str, Any]], output: str = "pending"
+) -> list[dict[str, Any]]:
     """Gemini session records: per call (id, name, error or None) a ``gemini`` record
     written twice (first without its tool calls) and the user record of its result."""
     lines: list[dict[str, Any]] = []
     for call_id, name, error in calls:
         message = {"id": f"m-{call_id}", "timestamp": "t", "type": "gemini", "content": ""}
-        response = {"error": error} if error is not None else {"output": "pending"}
+        response = {"error": error} if error is not None else {"output": output}
         part = {"functionResponse": {"id": call_id, "name": name, "response": response}}
         tool_call = {
             "id": call_id,
             "name": name,
-            "args": {"job": 42},
+            "args": {"command": "poll"} if name == "run_shell_command" else {"job": 42},
             "result": [part],
             "status": "error" if error is not None else "success",
         }

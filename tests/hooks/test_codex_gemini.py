@@ -184,11 +184,14 @@ class TestGemini:
         transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
         messages = [{"id": f"m{i}", "type": "user", "content": []} for i in range(6)]
         header = {"sessionId": "gem-sess-1", "startTime": "t", "kind": "main"}
-        lines = [header, *messages]
-        # A resume: the header again, a first history of one message, then the whole.
-        lines += [header, {"$set": {"messages": messages[:1]}}, {"$set": {"messages": messages}}]
-        transcript.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+        transcript.write_bytes(orjson.dumps(header) + b"\n")
         hook = Hook(hook_env, "gemini")
+        assert hook(p.gemini_model(transcript=str(transcript))).json == {}  # read from here
+        # A resume: the header again, a first history of one message, then the whole.
+        lines = [*messages, header, {"$set": {"messages": messages[:1]}}]
+        lines.append({"$set": {"messages": messages}})
+        with transcript.open("ab") as fh:
+            fh.write(b"".join(orjson.dumps(x) + b"\n" for x in lines))
         assert hook(p.gemini_model(transcript=str(transcript))).json == {}
         assert hook.state("gem-sess-1", "gem-sess-1") is None  # nothing happened to the run
         compressed = {"$set": {"messages": messages[:2]}}
@@ -220,21 +223,18 @@ class TestGemini:
         written twice): past the threshold the request gets a note after its messages, at
         the circuit breaker the run ends before the request."""
         transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
-        transcript.write_bytes(b'{"sessionId": "gem-sess-1"}\n')
+        transcript.write_bytes(b'{"sessionId": "gem-sess-1", "startTime": "t"}\n')
         hook = Hook(hook_env, "gemini")
+        assert hook(p.gemini_model(transcript=str(transcript))).json == {}
         error = 'Tool "NoSuchTool" not found. Did you mean one of: "glob"?'
         answers = []
         for n in range(1, 6):
-            lines = p.gemini_transcript_calls([(f"call_{n}", "NoSuchTool", error)])
-            with transcript.open("ab") as fh:
-                fh.write(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+            append(transcript, p.gemini_transcript_calls([(f"call_{n}", "NoSuchTool", error)]))
             answers.append(hook(p.gemini_model(transcript=str(transcript))).json)
         assert answers[:2] == [{}, {}]
         request = answers[2]["hookSpecificOutput"]["llm_request"]
-        assert [m["content"] for m in request["messages"][:2]] == [
-            "<session_context>...",
-            "Poll job 42.",
-        ]
+        texts = [m["content"] for m in request["messages"][:2]]
+        assert texts == ["<session_context>...", "Poll job 42."]
         note = request["messages"][2]
         assert note["role"] == "user"
         assert "no tool named 'NoSuchTool' here, and it has been called 3 times" in note["content"]
@@ -243,3 +243,37 @@ class TestGemini:
         assert "no tool named 'NoSuchTool'" in answers[4]["stopReason"]
         records = list(hook.state("gem-sess-1", "gem-sess-1").window)
         assert [r.call_id for r in records] == [f"call_{n}" for n in range(1, 6)]
+
+    def test_outcomes_come_from_the_transcript(
+        self, hook_env: dict[str, str], tmp_path: Path
+    ) -> None:
+        """With BeforeTool and BeforeModel (what install hooks), each call's outcome is read
+        from the session file before the next request: a repeated shell call with the same
+        output (PGIDs aside) is warned in the next request, then denied, then stopped."""
+        transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
+        transcript.write_bytes(b'{"sessionId": "gem-sess-1", "startTime": "t"}\n')
+        hook = Hook(hook_env, "gemini")
+        hook(p.gemini_model(transcript=str(transcript)))
+        answers = []
+        for n in range(1, 4):
+            answers.append(hook(p.gemini_before("poll", transcript=str(transcript))).json)
+            output = f"Output: pending\nProcess Group PGID: {2000 + n}"
+            append(
+                transcript,
+                p.gemini_transcript_calls([(f"c{n}", "run_shell_command", None)], output),
+            )
+            answers.append(hook(p.gemini_model(transcript=str(transcript))).json)
+        assert answers[:5] == [{}, {}, {}, {}, {}]
+        note = answers[5]["hookSpecificOutput"]["llm_request"]["messages"][-1]["content"]
+        assert "WARNING: run_shell_command has been called" in note
+        assert hook(p.gemini_before("poll")).json["decision"] == "deny"
+        stop = hook(p.gemini_before("poll")).json
+        assert stop["continue"] is False and "circuit breaker" in stop["stopReason"]
+        records = list(hook.state("gem-sess-1", "gem-sess-1").window)
+        assert len({r.result_hash for r in records}) == 1
+        assert [r.call_id for r in records] == [None] * 5
+
+
+def append(path: Path, lines: list[dict[str, object]]) -> None:
+    with path.open("ab") as fh:
+        fh.write(b"".join(orjson.dumps(x) + b"\n" for x in lines))

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from ._protocol import AGENTS
 
-__all__ = ["ADAPTERS", "Adapter", "BatchEntry", "Call", "Kind"]
+__all__ = ["ADAPTERS", "Adapter", "BatchEntry", "Call", "Kind", "scrub_gemini_shell"]
 
 Kind = Literal["pre", "post", "failure", "batch", "model", "compact", "prompt", "end"]
 """What an event means for the guard: check a call (``pre``), record an outcome
@@ -229,15 +229,16 @@ _GEMINI_SHELL_VOLATILE = (
 )
 
 
-def _scrub_gemini_shell(value: Any) -> Any:
+def scrub_gemini_shell(value: Any) -> Any:
+    """``value`` (a shell result, any shape) without Gemini's per-run process ids."""
     if isinstance(value, str):
         for pattern, replacement in _GEMINI_SHELL_VOLATILE:
             value = pattern.sub(replacement, value)
         return value
     if isinstance(value, list):
-        return [_scrub_gemini_shell(v) for v in value]
+        return [scrub_gemini_shell(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: _scrub_gemini_shell(v) for k, v in value.items()}
+        return {k: scrub_gemini_shell(v) for k, v in value.items()}
     return value
 
 
@@ -250,17 +251,19 @@ class GeminiAdapter(Adapter):
     transcript = "gemini"
     events: Mapping[str, Kind] = {
         "BeforeTool": "pre",
-        "AfterTool": "post",
+        "AfterTool": "post",  # installed by older loopwarden versions
         "BeforeModel": "model",
         "BeforeAgent": "prompt",
     }
+    # BeforeModel comes before every model request and reads what the calls since
+    # the last one returned from the session transcript (Gemini writes them there
+    # before it sends them): no AfterTool hook, one process less per tool call.
     # Gemini 0.61 fires PreCompress (trigger "auto") before every model request,
     # whether or not it compresses: BeforeModel sees a real compression in the
     # transcript instead. Only /compress (trigger "manual") is hooked, through a
     # matcher, so the other PreCompress events start no process at all.
     install_events = (
         ("BeforeTool", None),
-        ("AfterTool", None),
         ("BeforeModel", None),
         ("BeforeAgent", None),
         ("PreCompress", "manual"),
@@ -291,7 +294,7 @@ class GeminiAdapter(Adapter):
                     return {"error": error["message"]}
                 return {"error": error}
         if event.get("tool_name") == "run_shell_command":
-            response = _scrub_gemini_shell(response)
+            response = scrub_gemini_shell(response)
         return {"result": response}
 
     def deny(self, event_name: str, reason: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -29,7 +29,7 @@ from .._logging import logger
 from ..detection import UNKNOWN_TOOL_REPEAT
 from ..errors import ConfigError, LoopAbort
 from ..guard import Decision, RunGuard
-from .agents import ADAPTERS, Adapter, Kind
+from .agents import ADAPTERS, Adapter, BatchEntry, Kind
 from .context import HookContext, HookEntry
 from .hooklog import start_capture, write_log
 from .options import (
@@ -132,16 +132,21 @@ def _replay_unknown(run: RunGuard, calls: list[UnknownCall]) -> list[str]:
     return [note] if note else []
 
 
-def _batch(run: RunGuard, adapter: Adapter, event: Mapping[str, Any]) -> list[str]:
-    """Record every call of a batch (Claude Code's PostToolBatch); the notes for the model."""
+def _record(run: RunGuard, entries: Iterable[BatchEntry], with_ids: bool) -> list[str]:
+    """Record calls that ran (or missed) and their outcomes; the notes for the model.
+
+    ``with_ids``: the calls were checked under these call ids (Claude Code's
+    PostToolBatch); Gemini's BeforeTool has none, so its calls pair without them.
+    """
     notes: list[str] = []
-    for entry in adapter.batch(event):
+    for entry in entries:
         call = entry.call
         if entry.missing:
             miss = UnknownCall(call.tool, call.params, call.call_id, str(entry.outcome["error"]))
             notes += _replay_unknown(run, [miss])
             continue
-        note = run.after_call(call.tool, call.params, call.call_id, **entry.outcome)
+        call_id = call.call_id if with_ids else None
+        note = run.after_call(call.tool, call.params, call_id, **entry.outcome)
         if note:
             notes.append(note)
     return notes
@@ -154,15 +159,17 @@ def _act(
     event: Mapping[str, Any],
     run: RunGuard,
     notes: list[str],
+    calls: Iterable[BatchEntry] = (),
 ) -> dict[str, Any]:
     """The answer to an event once the session step is done (may raise LoopAbort)."""
     if kind in ("compact", "prompt"):
         return {}
     if kind == "model":
-        note = _join(*notes)
+        note = _join(*notes, *_record(run, calls, with_ids=False))
         return adapter.model_note(event, note) if note else {}
     if kind == "batch":
-        return adapter.allow(kind, name, _join(*notes, *_batch(run, adapter, event)))
+        notes += _record(run, adapter.batch(event), with_ids=True)
+        return adapter.allow(kind, name, _join(*notes))
     call = adapter.call(event)
     if call is None:
         logger.warning("loopwarden hook: %s event without tool_name; allowed", name)
@@ -208,10 +215,13 @@ def _process(
         return Answer({}, 1, f"{step.report}\n") if step.report else Answer({})
     run = entry.guard.run(step.run, session_id=session, agent_id=agent_id)
     try:
+        # Calls read from the transcript that ran before the compaction count before it.
+        notes = _record(run, step.calls[: step.split], with_ids=False)
         if step.arm:
             run.on_compaction()
-        notes = _replay_unknown(run, step.unknown) if step.unknown else []
-        return Answer(_act(adapter, kind, name, event, run, notes))
+        notes += _replay_unknown(run, step.unknown) if step.unknown else []
+        after = step.calls[step.split :]
+        return Answer(_act(adapter, kind, name, event, run, notes, after))
     except LoopAbort as abort:
         message = _stop_text(abort)
         remember_stop(entry.side, session_key(adapter.name, agent_id, session), message)

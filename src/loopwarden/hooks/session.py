@@ -22,7 +22,7 @@ import orjson
 
 from .._logging import logger
 from ..stores import SideRecords
-from .agents import Adapter, Kind
+from .agents import Adapter, BatchEntry, Kind
 from .transcript import Cursor, Found, UnknownCall, scan
 
 __all__ = ["SessionStep", "remember_stop", "session_key", "step_session"]
@@ -46,6 +46,10 @@ class SessionStep(NamedTuple):
     """Arm this run's post-compaction guard now."""
     report: str | None = None
     """(End of session) a stop the user has not been told about yet."""
+    calls: tuple[BatchEntry, ...] = ()
+    """(Gemini) the calls completed since the last model request, from the transcript."""
+    split: int = 0
+    """How many of ``calls`` came before the compaction: recorded before arming."""
 
 
 # Events that may read the transcript: those whose answer can reach the model.
@@ -105,7 +109,7 @@ def step_session(
         arm = False
         carried = data.get("arm")
         if found.compacted and data.pop("seen", None):
-            found = found._replace(compacted=False)  # already armed by its own event
+            found = found._replace(compacted=False, split=0)  # armed by its own event
         elif kind == "model" and isinstance(data.get("seen"), int):
             data["seen"] -= 1  # the rewrite comes within a request or two, or never
             if data["seen"] <= 0:
@@ -121,7 +125,8 @@ def step_session(
                 del data["arm"]
             elif kind != "model":
                 del data["arm"]
-        return orjson.dumps(data), SessionStep(run, found.unknown, arm)
+        split = found.split if found.compacted else 0
+        return orjson.dumps(data), SessionStep(run, found.unknown, arm, None, found.calls, split)
 
     try:
         return side.transact_value(session_key(adapter.name, agent_id, session), step)

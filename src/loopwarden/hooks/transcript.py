@@ -26,6 +26,8 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
+from .agents import BatchEntry, Call, scrub_gemini_shell
+
 __all__ = ["FIRST_TAIL", "MAX_READ", "Cursor", "Found", "UnknownCall", "scan"]
 
 FIRST_TAIL = 256 * 1024
@@ -45,6 +47,10 @@ class Found(NamedTuple):
     unknown: list[UnknownCall]
     compacted: bool = False
     """Gemini: the history was rewritten with fewer messages (a compression)."""
+    calls: tuple[BatchEntry, ...] = ()
+    """Gemini: every tool call completed since the last read, with its outcome."""
+    split: int = 0
+    """Gemini: how many of ``calls`` came before the compression (if ``compacted``)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,20 @@ def _read_new(cursor: Cursor) -> bytes:
     return data[: end + 1]
 
 
+def _line_end(path: str) -> int | None:
+    """The offset after the last complete line of ``path`` (None if unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            start = max(0, size - 65536)
+            fh.seek(start)
+            tail = fh.read()
+    except OSError:
+        return None
+    newline = tail.rfind(b"\n")
+    return start + newline + 1 if newline >= 0 else start
+
+
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -198,15 +218,23 @@ def _codex(data: bytes, cursor: Cursor) -> list[UnknownCall]:
     return found
 
 
-def _gemini_error(result: Any) -> str | None:
-    """The error text of a Gemini tool call's recorded result (functionResponse parts)."""
+def _gemini_outcome(call: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
+    """A completed Gemini call's outcome as the model got it (its functionResponse), and
+    whether the tool does not exist; None while it has no result."""
+    result = call.get("result")
     if not isinstance(result, list):
         return None
     for part in result:
         response = part.get("functionResponse") if isinstance(part, dict) else None
         answer = response.get("response") if isinstance(response, dict) else None
-        if isinstance(answer, dict) and isinstance(answer.get("error"), str):
-            return str(answer["error"])
+        if not isinstance(answer, dict):
+            continue
+        error = answer.get("error")
+        if isinstance(error, str) and error:
+            return {"error": error}, _GEMINI_UNKNOWN.match(error) is not None
+        if call.get("name") == "run_shell_command":
+            answer = scrub_gemini_shell(answer)
+        return {"result": answer}, False
     return None
 
 
@@ -214,8 +242,9 @@ def _gemini(data: bytes, cursor: Cursor) -> Found:
     """Gemini CLI's JSONL session: ``gemini`` records carry the completed tool calls
     (each record is written again as calls complete: ids are read once), and a
     ``$set`` of ``messages`` rewrites the history (fewer messages: a compression)."""
-    found: list[UnknownCall] = []
+    calls: list[BatchEntry] = []
     compacted = False
+    split = 0
     markers = (b'"toolCalls"', b'"messages"', b'"type":"user"', b'"type":"gemini"', b'"startTime"')
     for obj in _lines(data, markers):
         if "startTime" in obj and "type" not in obj:
@@ -227,6 +256,7 @@ def _gemini(data: bytes, cursor: Cursor) -> Found:
             if isinstance(messages, list):
                 if cursor.messages and len(messages) < cursor.messages:
                     compacted = True
+                    split = len(calls)
                 cursor.messages = len(messages)
             continue
         kind = obj.get("type")
@@ -235,23 +265,30 @@ def _gemini(data: bytes, cursor: Cursor) -> Found:
         message_id = obj.get("id")
         if isinstance(message_id, str) and cursor.first_time(f"m:{message_id}"):
             cursor.messages += 1
-        calls = obj.get("toolCalls")
-        if kind != "gemini" or not isinstance(calls, list):
+        found = obj.get("toolCalls")
+        if kind != "gemini" or not isinstance(found, list):
             continue
-        for call in calls:
+        for call in found:
             if not isinstance(call, dict) or not isinstance(call.get("id"), str):
                 continue
-            error = _gemini_error(call.get("result"))
-            match = _GEMINI_UNKNOWN.match(error) if error is not None else None
-            if match is None or not cursor.first_time(call["id"]):
+            outcome = _gemini_outcome(call)
+            if outcome is None or not cursor.first_time(call["id"]):
                 continue
-            name = str(call.get("name") or match.group(1))
-            found.append(UnknownCall(name, call.get("args", {}), call["id"], error or ""))
-    return Found(found, compacted)
+            name = str(call.get("name") or "")
+            calls.append(BatchEntry(Call(name, call.get("args", {}), call["id"]), *outcome))
+    return Found([], compacted, tuple(calls), split)
 
 
 def scan(fmt: Literal["codex", "gemini"], cursor: Cursor) -> Found:
-    """Unknown-tool calls appended to the transcript since ``cursor`` (which advances)."""
+    """Unknown-tool calls appended to the transcript since ``cursor`` (which advances).
+
+    A Gemini transcript seen for the first time is read from its end: its calls
+    are all outcomes, and a session loopwarden lost track of (its state expired)
+    must not have its old calls counted again.
+    """
+    if fmt == "gemini" and cursor.offset is None:
+        cursor.offset = _line_end(cursor.path)
+        return Found([])
     data = _read_new(cursor)
     if not data:
         return Found([])
