@@ -1,7 +1,9 @@
 """Claude Code 2.1.332 with loopwarden's hook, against a scripted Anthropic API.
 
-Tests marked ``xfail(strict=True)`` fail today because of a defect listed in
-issue 10; they pass (and must lose the marker) once part B fixes it.
+The stop is ``continue: false`` on PreToolUse (or PostToolBatch): the run ends
+with ``terminal_reason: hook_stopped`` before another model request, every
+time. Calls of a missing tool are seen in PostToolBatch; ``/compact`` arms the
+session's next prompt; no PreCompact hook shows its command to the model.
 """
 
 from __future__ import annotations

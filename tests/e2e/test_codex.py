@@ -1,9 +1,9 @@
 """Codex CLI 0.171.0 with loopwarden's hook, against a scripted OpenAI Responses API.
 
-Codex cannot end a turn from a hook (see /work/coord/e2e-facts.md): after a stop
-every later call of the turn must be denied instead, so the tests count real
-executions rather than expecting the turn to end. ``xfail(strict=True)`` marks
-a defect of issue 10 that part B fixes.
+Codex cannot end a turn from a hook (docs/hooks.md): after a stop every later
+call of the turn is denied instead, so the tests count real executions rather
+than expecting the turn to end. Calls of a missing tool fire no hook: the next
+real call's hooks read them from the rollout.
 """
 
 from __future__ import annotations

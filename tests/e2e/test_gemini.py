@@ -3,8 +3,8 @@
 The workspace switches Gemini's own loop detection off (it ends a run at the 5th
 identical call, long before loopwarden's thresholds), except in the test that
 checks how the two interact. ``read_file`` loops give identical results;
-``run_shell_command`` results carry a PGID that changes every call (defect 2).
-``xfail(strict=True)`` marks a defect of issue 10 that part B fixes.
+``run_shell_command`` results carry a PGID that changes every call. Outcomes,
+misses and compressions are read by BeforeModel from the session transcript.
 """
 
 from __future__ import annotations
