@@ -23,7 +23,7 @@ helper) is printed too: on a busy machine it is much steadier than wall time.
 
 Part 2 splits one hook call (a Claude Code event): interpreter start
 (``python -c pass`` and ``python -S -c pass``), the command ``install`` writes
-(``python -S .../hooks/entry.py``) with the helper running, the console script
+(``python -S -c ...``) with the helper running, the console script
 ``loopwarden hook`` (PreToolUse, PostToolUse), the socket round trip to the
 helper measured inside one process, and ``--no-daemon``.
 

@@ -4,9 +4,9 @@ A coding agent starts the hook command for every tool call, so its wall time
 is added to every call. This measures, on the same interpreter:
 
 * ``python -c pass``: the floor: starting Python and exiting;
-* the command ``loopwarden install`` writes (``python -S .../hooks/entry.py
-  claude-code``) answering a ``PreToolUse`` event through the running hook
-  helper: the normal case;
+* the command ``loopwarden install`` writes (``python -S -c ... claude-code``)
+  answering a ``PreToolUse`` event through the running hook helper: the
+  normal case;
 * ``loopwarden hook claude-code`` (the console script), the same way;
 * the same with ``--no-daemon``: the event handled in the hook process itself;
 * the cold first call: no helper running (the event is handled in process and

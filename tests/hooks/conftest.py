@@ -16,11 +16,11 @@ from typing import Any, NamedTuple
 import orjson
 import pytest
 
-import loopwarden.hooks.entry
 from loopwarden.config import load_config
 from loopwarden.engine.state import RunState
 from loopwarden.guard import LoopGuard
 from loopwarden.hooks._protocol import socket_path
+from loopwarden.hooks.settings import hook_command
 from loopwarden.stores.sqlite import SQLiteStore
 from tests._wait import wait_until
 
@@ -28,8 +28,8 @@ LOOPWARDEN = shutil.which("loopwarden", path=str(Path(sys.executable).parent))
 if LOOPWARDEN is None:  # pragma: no cover - the dev install always has it
     raise RuntimeError("the loopwarden console script is not installed next to the interpreter")
 
-LAUNCHER = [sys.executable, "-S", str(Path(loopwarden.hooks.entry.__file__ or ""))]
-"""The start of the hook command ``loopwarden install`` writes (python -S .../entry.py)."""
+LAUNCHER = shlex.split(hook_command("claude-code"))[:-1]
+"""The start of the hook command ``loopwarden install`` writes (python -S -c ...)."""
 
 
 def installed_command(agent: str) -> str:

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from loopwarden.stores.sqlite import SQLiteStore
-from tests.hooks.conftest import LOOPWARDEN, installed_command
+from tests.hooks.conftest import LOOPWARDEN
 from tests.hooks.test_install import install, user_file
 
 
@@ -145,7 +145,12 @@ def test_a_hook_of_another_installation_is_noted(hook_env: dict[str, str]) -> No
     install(hook_env, "codex")
     path = user_file(hook_env, "codex")
     other = str(Path(hook_env["HOME"]) / "other-venv" / "bin" / "loopwarden")
-    path.write_text(path.read_text().replace(installed_command("codex"), f"{other} hook codex"))
+    data = json.loads(path.read_text())
+    for groups in data["hooks"].values():
+        for group in groups:
+            for handler in group["hooks"]:
+                handler["command"] = f"{other} hook codex"
+    path.write_text(json.dumps(data))
     done = doctor(hook_env, "--agent", "codex")
     assert f"this hook runs {other} hook, not this installation" in done.stdout
     assert "/hooks" in done.stdout

@@ -158,7 +158,7 @@ def test_fast_path_imports_nothing_heavy(own_env: dict[str, str]) -> None:
 
 
 def test_installed_command_imports_only_the_protocol(own_env: dict[str, str]) -> None:
-    """The command install writes (python -S .../entry.py) imports neither site nor os,
+    """The command install writes (python -S -c ...) imports neither site nor os,
     and of loopwarden only the package, hooks and hooks._protocol, with the helper up."""
     hook = Hook(own_env, "claude-code")
     hook(p.claude_pre(1))

@@ -1,8 +1,8 @@
 """``loopwarden hook AGENT``: the console-script form of the hook (see loopwarden.hooks).
 
 The fast path itself lives in :mod:`loopwarden.hooks._protocol`, which the
-command ``loopwarden install`` writes (``python -S .../hooks/entry.py``) runs
-without this module.
+command ``loopwarden install`` writes (``python -S -c ...``) runs without this
+module.
 """
 
 # ruff: noqa: I002 - no `from __future__ import annotations` on the hook's hot path:

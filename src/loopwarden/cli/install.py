@@ -200,7 +200,7 @@ def _precompile_hook_path() -> None:
 
     import loopwarden.cli.hook  # noqa: F401 - imports the whole hot path below
 
-    hot_path = [  # hooks/entry.py runs as a script: Python never caches its byte code
+    hot_path = [
         "loopwarden",
         "loopwarden.cli",
         "loopwarden.cli.hook",

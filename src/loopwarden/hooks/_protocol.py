@@ -4,9 +4,9 @@ Every tool call of a coding agent starts a hook process, so this module is
 kept to builtins: ``sys``, ``posix`` (not ``os``: importing ``os`` costs more
 than the rest of the hook when Python starts without ``site``), and
 ``_socket`` when there is a helper to talk to. ``loopwarden install`` writes
-the hook as ``python -S .../loopwarden/hooks/entry.py AGENT``, which imports
-only this module; ``loopwarden hook AGENT`` (``loopwarden.cli.hook``) is the
-same code behind the console script.
+the hook as ``python -S -c "<put loopwarden on the path; call main>" AGENT``,
+which imports only this module; ``loopwarden hook AGENT``
+(``loopwarden.cli.hook``) is the same code behind the console script.
 
 :func:`main` forwards the event to the helper (:mod:`.daemon`) over a Unix
 socket and prints its answer; with no helper it imports the full hook
@@ -173,7 +173,7 @@ def main(argv: "list[str]") -> int:
             sys.stdout.buffer.write(answer[1])
             sys.stdout.flush()
             return answer[0]
-    if "site" not in sys.modules:  # started with -S (entry.py): the full hook needs it
+    if "site" not in sys.modules:  # started with -S (installed command): the full hook needs it
         import site
 
         site.main()

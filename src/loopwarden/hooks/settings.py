@@ -78,19 +78,29 @@ def settings_path(agent: str, scope: Scope, env: Mapping[str, str], project: Pat
 def _executable() -> list[str]:
     """The cheapest robust way to start this installation's hook.
 
-    On POSIX: this interpreter with ``-S`` (no ``site``) running
-    ``loopwarden/hooks/entry.py`` as a file; elsewhere the ``loopwarden`` script.
+    On POSIX: this interpreter without ``site`` (``-S``) running three lines that
+    put loopwarden's directory on the path and call the hook's fast path. (A
+    missing loopwarden then fails with exit code 1, a non-blocking hook error,
+    where a missing script file would be Python's exit code 2, which the agents
+    read as "deny every call".) Elsewhere: the ``loopwarden`` script.
     """
-    from . import entry
+    import loopwarden
 
     python = Path(sys.executable)
-    script = Path(entry.__file__ or "")
-    if os.name == "posix" and python.is_file() and script.is_file():
-        return [str(python), "-S", str(script)]
+    home = Path(loopwarden.__file__ or "").resolve().parent.parent
+    if os.name == "posix" and python.is_file():
+        code = (
+            f"import sys; sys.path[0] = {json.dumps(str(home))}; "
+            f"from {_FAST_PATH} import main; raise SystemExit(main(sys.argv[1:]))"
+        )
+        return [str(python), "-S", "-c", code]
     launcher = python.parent / ("loopwarden.exe" if os.name == "nt" else "loopwarden")
     if launcher.is_file() and os.access(launcher, os.X_OK):
         return [str(launcher), "hook"]
     return [sys.executable, "-m", "loopwarden", "hook"]
+
+
+_FAST_PATH = "loopwarden.hooks._protocol"
 
 
 def hook_command(agent: str, extra: list[str] | None = None) -> str:
@@ -109,8 +119,12 @@ def hook_arguments(command: object) -> list[str] | None:
         return None
     for index, word in enumerate(words):
         name = os.path.basename(word)
-        if name == "entry.py" and word.replace("\\", "/").endswith("loopwarden/hooks/entry.py"):
-            return words[index + 1 :]
+        if (
+            word == "-c"
+            and index + 1 < len(words)
+            and f"from {_FAST_PATH} import" in words[index + 1]
+        ):
+            return words[index + 2 :]
         if name in ("loopwarden", "loopwarden.exe"):
             rest = words[index + 1 :]
         elif word == "-m" and index + 1 < len(words) and words[index + 1] == "loopwarden":
