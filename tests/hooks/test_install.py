@@ -146,6 +146,20 @@ def test_uninstall_after_an_edit_removes_only_ours(hook_env: dict[str, str]) -> 
     assert path.read_text() == '{\n\t"hooks": {},\n\t"theme": "light"\n}'
 
 
+def test_windows_line_ends_are_kept(hook_env: dict[str, str]) -> None:
+    """A settings file with \\r\\n line ends keeps them; edited after install, uninstall
+    gives back its text as edited."""
+    path = user_file(hook_env, "codex")
+    path.parent.mkdir()
+    path.write_bytes(b'{\r\n  "hooks": {\r\n    "Stop": []\r\n  }\r\n}\r\n')
+    assert install(hook_env, "codex").returncode == 0
+    data = path.read_bytes()
+    assert b"\n" not in data.replace(b"\r\n", b"") and b"PreToolUse" in data
+    path.write_bytes(data + b"\r\n")  # an edit: the original bytes are not restored
+    assert install(hook_env, "codex", "--uninstall").returncode == 0
+    assert path.read_bytes() == b'{\r\n  "hooks": {\r\n    "Stop": []\r\n  }\r\n}\r\n\r\n'
+
+
 def test_uninstall_of_a_fresh_install_removes_the_file(hook_env: dict[str, str]) -> None:
     """There was no settings file before install: after uninstall there is none again."""
     install(hook_env, "gemini")

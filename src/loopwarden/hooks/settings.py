@@ -15,12 +15,13 @@ key written twice is refused: JSON readers differ on which copy wins.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -146,7 +147,7 @@ def read_text(path: Path) -> str | None:
     """The file's text, checked to be one JSON object without repeated keys; None when
     the file does not exist."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")  # as it is: no newline translation
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -277,6 +278,20 @@ def _remove(
     return text, changed
 
 
+def _crlf(edit: Callable[..., Edit]) -> Callable[..., Edit]:
+    """Edit a file with Windows line ends as if it had ``\\n`` ones, and keep its ``\\r\\n``."""
+
+    @functools.wraps(edit)
+    def wrapper(text: str | None, *args: Any, **kwargs: Any) -> Edit:
+        if text is None or "\r\n" not in text:
+            return edit(text, *args, **kwargs)
+        done = edit(text.replace("\r\n", "\n"), *args, **kwargs)
+        return done._replace(text=done.text.replace("\n", "\r\n"))
+
+    return wrapper
+
+
+@_crlf
 def add_hooks(text: str | None, agent: str, command: str, path: Path) -> Edit:
     """``text`` with loopwarden's entries for ``agent`` (None: no file yet)."""
     if text is None or not text.strip():
@@ -318,6 +333,7 @@ def add_hooks(text: str | None, agent: str, command: str, path: Path) -> Edit:
     return Edit(text, changed, created)
 
 
+@_crlf
 def remove_hooks(
     text: str | None, agent: str, path: Path, created: list[str] | None = None
 ) -> Edit:
