@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from .._logging import logger
-from ..detection import UNKNOWN_TOOL_REPEAT
+from ..engine.detect import UNKNOWN_TOOL_REPEAT
 from ..errors import ConfigError, LoopAbort
 from ..guard import Decision, RunGuard
 from .agents import ADAPTERS, Adapter, BatchEntry, Kind
