@@ -17,6 +17,20 @@ BASH_OUTPUT = {
 }
 
 
+def claude_base(
+    name: str, *, session: str = "1ec9a2f4-sess", prompt: str = "prompt-1", transcript: str = ""
+) -> dict[str, Any]:
+    """The fields every Claude Code event of a prompt has."""
+    return {
+        "session_id": session,
+        "transcript_path": transcript,
+        "cwd": "/work/project",
+        "prompt_id": prompt,
+        "permission_mode": "default",
+        "hook_event_name": name,
+    }
+
+
 def claude_pre(
     n: int,
     *,
@@ -27,12 +41,7 @@ def claude_pre(
     transcript: str = "",
 ) -> dict[str, Any]:
     return {
-        "session_id": session,
-        "transcript_path": transcript,
-        "cwd": "/work/project",
-        "prompt_id": prompt,
-        "permission_mode": "default",
-        "hook_event_name": "PreToolUse",
+        **claude_base("PreToolUse", session=session, prompt=prompt, transcript=transcript),
         "tool_name": tool,
         "tool_input": {"command": command, "description": "poll job 42"},
         "tool_use_id": f"toolu_{n:04d}",
@@ -64,12 +73,7 @@ def claude_batch(
 ) -> dict[str, Any]:
     """A PostToolBatch event: (call number, tool name, the text the model got) per call."""
     return {
-        "session_id": session,
-        "transcript_path": "",
-        "cwd": "/work/project",
-        "prompt_id": prompt,
-        "permission_mode": "default",
-        "hook_event_name": "PostToolBatch",
+        **claude_base("PostToolBatch", session=session, prompt=prompt),
         "tool_calls": [
             {
                 "tool_name": tool,
