@@ -35,6 +35,7 @@ class TestCodex:
         reason = stop["hookSpecificOutput"]["permissionDecisionReason"]
         assert stop["hookSpecificOutput"]["permissionDecision"] == "deny"
         assert "circuit breaker stopped this run" in reason
+        assert "stop calling tools and tell the user what happened" in reason
         assert not reason.endswith(".")  # Codex adds ". Command: ..." itself
         assert hook(p.codex_pre(6)).json == stop
         records = list(hook.state("019a-codex-sess", "turn-1").window)

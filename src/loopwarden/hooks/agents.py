@@ -185,6 +185,11 @@ def _claude_error(text: str) -> str | None:
     return text if _CLAUDE_EXIT.match(text) else None
 
 
+_CODEX_STOP = (
+    "No tool call will run again in this turn: stop calling tools and tell the user what happened."
+)
+
+
 class CodexAdapter(Adapter):
     """Codex CLI: Claude Code's vocabulary; ``turn_id`` is the run, compaction has a
     post event, and shell calls arrive as ``Bash`` with a string result."""
@@ -215,6 +220,8 @@ class CodexAdapter(Adapter):
         """Codex ends no turn for a hook: on ``PreToolUse`` only a deny is accepted
         (``continue: false`` there fails the hook and the call runs). After a call,
         ``continue: false`` replaces the call's output with the reason."""
+        # The model is not stopped, so it is told to stop: this is the one turn it has.
+        reason = f"{reason} {_CODEX_STOP}"
         if kind == "pre":
             return self.deny(event_name, reason)
         return {"continue": False, "stopReason": reason}
