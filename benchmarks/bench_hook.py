@@ -1,11 +1,13 @@
-"""Start-up cost of ``loopwarden hook claude-code`` against a bare interpreter.
+"""Start-up cost of loopwarden's hook command against a bare interpreter.
 
 A coding agent starts the hook command for every tool call, so its wall time
 is added to every call. This measures, on the same interpreter:
 
 * ``python -c pass``: the floor: starting Python and exiting;
-* ``loopwarden hook claude-code`` (the installed console script) answering a
-  ``PreToolUse`` event through the running hook helper: the normal case;
+* the command ``loopwarden install`` writes (``python -S -c ... claude-code``)
+  answering a ``PreToolUse`` event through the running hook helper: the
+  normal case;
+* ``loopwarden hook claude-code`` (the console script), the same way;
 * the same with ``--no-daemon``: the event handled in the hook process itself;
 * the cold first call: no helper running (the event is handled in process and
   a helper is started for the next call).
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -35,6 +38,12 @@ from pathlib import Path
 
 PYTHON = sys.executable
 LOOPWARDEN = shutil.which("loopwarden", path=str(Path(sys.executable).parent)) or "loopwarden"
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from loopwarden.hooks.settings import hook_command  # noqa: E402
+
+INSTALLED = shlex.split(hook_command("claude-code"))
 
 
 def event(n: int) -> bytes:
@@ -58,7 +67,7 @@ def timed(argv: list[str], env: dict[str, str], stdin: bytes) -> float:
     start = time.perf_counter()
     done = subprocess.run(argv, input=stdin, env=env, capture_output=True, check=False)
     elapsed = time.perf_counter() - start
-    if done.returncode != 0 or (argv[0] == LOOPWARDEN and done.stdout.strip() != b"{}"):
+    if done.returncode != 0 or (stdin and done.stdout.strip() != b"{}"):
         raise SystemExit(f"unexpected answer from {argv}: {done.returncode} {done.stdout!r}")
     return elapsed
 
@@ -94,9 +103,11 @@ def measure(env: dict[str, str], rounds: int, local_every: int, label: str) -> N
         timed([PYTHON, "-c", "pass"], env, b"")
     base: list[float] = []
     warm: list[float] = []
+    installed: list[float] = []
     local: list[float] = []
     for n in range(rounds):
         base.append(timed([PYTHON, "-c", "pass"], env, b""))
+        installed.append(timed(INSTALLED, env, event(200_000 + n)))
         warm.append(timed(hook, env, event(100 + n)))
         if n % local_every == 0:
             local.append(timed([*hook, "--no-daemon"], env, event(100_000 + n)))
@@ -113,13 +124,14 @@ def measure(env: dict[str, str], rounds: int, local_every: int, label: str) -> N
 
     print(f"{label}:")
     print(row("python -c pass", base))
+    print(row("installed command, python -S (helper)", installed))
     print(row("loopwarden hook claude-code (helper)", warm))
     print(row("loopwarden hook ... --no-daemon", local))
     print(row("cold first call (starts the helper)", cold))
+    median = statistics.median(installed)
     print(
-        f"  helper vs python -c pass: median {statistics.median(warm) / floor:.2f}x, "
-        f"min {min(warm) / min(base):.2f}x, "
-        f"+{(statistics.median(warm) - floor) * 1e3:.1f} ms per call"
+        f"  installed command vs python -c pass: median {median / floor:.2f}x, "
+        f"min {min(installed) / min(base):.2f}x, {(median - floor) * 1e3:+.1f} ms per call"
     )
 
 
@@ -136,7 +148,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOPWARDEN_", "XDG_"))}
         env.update(HOME=str(root / "home"), LOOPWARDEN_RUNTIME_DIR=str(root / "run"))
         print(f"interpreter: {PYTHON} (Python {sys.version.split()[0]})")
-        print(f"hook command: {LOOPWARDEN} hook claude-code; {args.rounds} interleaved rounds")
+        print(f"hook command: {shlex.join(INSTALLED)}; {args.rounds} interleaved rounds")
         if args.only in (None, "env"):
             dont = env.get("PYTHONDONTWRITEBYTECODE", "")
             measure(

@@ -28,6 +28,7 @@ from tests.adversarial._procs import (
 from tests.adversarial.conftest import (
     SMALL,
     claude_event,
+    codex_event,
     hook,
     short_dir,
     state_dir,
@@ -44,8 +45,10 @@ def release_fifo(path: Path) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
 
 
-def start_hook(env: dict[str, str], event: dict[str, object], *, daemon: bool) -> subprocess.Popen:
-    argv = [LOOPWARDEN, "hook", "claude-code"] + ([] if daemon else ["--no-daemon"])
+def start_hook(
+    env: dict[str, str], event: dict[str, object], *, daemon: bool, agent: str = "claude-code"
+) -> subprocess.Popen:
+    argv = [LOOPWARDEN, "hook", agent] + ([] if daemon else ["--no-daemon"])
     with tempfile.TemporaryFile() as payload:
         payload.write(orjson.dumps(event))
         payload.seek(0)
@@ -83,7 +86,9 @@ def test_fifo_transcript_never_blocks_the_hook(hook_env: dict[str, str], tmp_pat
     """A transcript path that is a FIFO is skipped: the hook never waits for a writer."""
     fifo = tmp_path / "session.jsonl"
     os.mkfifo(fifo)
-    proc = start_hook(hook_env, claude_event("PreToolUse", 1, transcript=str(fifo)), daemon=False)
+    # Codex's hooks read its rollout (Claude Code's transcript is not read any more).
+    event = codex_event("PreToolUse", 1, transcript=str(fifo))
+    proc = start_hook(hook_env, event, daemon=False, agent="codex")
     try:
         settled(proc)
         stuck = proc.poll() is None
@@ -113,15 +118,16 @@ def test_blocked_transcript_does_not_stall_other_sessions(
     os.mkfifo(fifo)
     stuck = start_hook(
         hook_env,
-        claude_event("PreToolUse", 1, session="stuck", transcript=str(fifo)),
+        codex_event("PreToolUse", 1, session="stuck", transcript=str(fifo)),
         daemon=False,
+        agent="codex",
     )
     try:
         settled(stuck)
         other = hook(
             hook_env,
-            "claude-code",
-            claude_event("PreToolUse", 2, session="other", transcript=str(transcript(tmp_path))),
+            "codex",
+            codex_event("PreToolUse", 2, session="other", transcript=str(transcript(tmp_path))),
         )
     finally:
         release_fifo(fifo)
@@ -141,7 +147,8 @@ def test_helper_stops_after_a_blocking_transcript(hook_env: dict[str, str], tmp_
     pid = helper_pid(hook_env)
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
-    client = start_hook(hook_env, claude_event("PreToolUse", 2, transcript=str(fifo)), daemon=True)
+    event = codex_event("PreToolUse", 2, transcript=str(fifo))
+    client = start_hook(hook_env, event, daemon=True, agent="codex")
     try:
         settled(client, pid=pid)
     finally:

@@ -268,6 +268,8 @@ def hook_loop(env: dict[str, str], agent: str, canary: str, transcript: str, dae
         assert not leaks(canary, answer.stderr), answer.stderr
         if answer.json and answer.json.get("continue") is False:
             return True
+        if answer.denied and "stopped this run" in str(answer.json):
+            return True  # Codex: a stop is a deny (continue:false would fail the hook)
         if not answer.denied:
             assert not leaks(canary, hook(env, agent, post, daemon=daemon).stderr)
     return False

@@ -75,8 +75,13 @@ def codex_rollout(path: Path, secret: str) -> None:
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 #2: unpaired tool_use input stored in state.db")
-@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+UNPAIRED = pytest.mark.xfail(
+    strict=True, reason="issue 11 #2: unpaired tool_use input stored in state.db"
+)
+
+
+# Claude Code's transcript is not read since its PostToolBatch hook (issue 10).
+@pytest.mark.parametrize("agent", ["claude-code", pytest.param("codex", marks=UNPAIRED)])
 def test_unpaired_transcript_calls_leave_no_raw_arguments(
     hook_env: dict[str, str], tmp_path: Path, agent: str
 ) -> None:

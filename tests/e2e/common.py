@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from .harness import Outcome, Workspace
 from .views import classify
 
@@ -18,11 +16,6 @@ SMALL = {
     "unknownToolThreshold": 3,
 }
 """Low thresholds for the tests that only need *a* config: fewer calls, faster runs."""
-
-
-def defect(n: int, why: str) -> pytest.MarkDecorator:
-    """Expected to fail until issue 10's defect ``n`` is fixed (strict: a pass flips it)."""
-    return pytest.mark.xfail(strict=True, reason=f"issue 10 defect {n}: {why}")
 
 
 def kinds(outcome: Outcome) -> list[str | None]:

@@ -114,6 +114,8 @@ class Run:
     stdout: str
     stderr: str
     seconds: float
+    cpu: float = 0.0
+    """CPU seconds of the CLI and the processes it waited for (its hooks)."""
 
     def events(self) -> list[dict[str, Any]]:
         """The JSON lines of a ``stream-json``/``--json`` output."""
@@ -172,8 +174,10 @@ class Workspace:
 
     # -- set-up ------------------------------------------------------------------
     def env(self) -> dict[str, str]:
+        # The CLI is on PATH as for a user (doctor looks for it there).
+        bins = f"{LOOPWARDEN.parent}:{cli_path(self.agent).parent}"
         env = {
-            "PATH": f"{LOOPWARDEN.parent}:/usr/local/bin:/usr/bin:/bin",
+            "PATH": f"{bins}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.home),
             "LANG": "C.UTF-8",
             "TERM": "dumb",
@@ -286,7 +290,7 @@ class Workspace:
             self.agent,
             requests,
             [
-                Run(**{k: r[k] for k in ("argv", "code", "stdout", "stderr", "seconds")})
+                Run(**{k: r[k] for k in ("argv", "code", "stdout", "stderr", "seconds", "cpu")})
                 for r in data["runs"]
             ],
             _lines(self.count_file),
@@ -432,7 +436,7 @@ class Gemini(Agent):
         path.parent.mkdir(parents=True)
         settings = {
             "security": {"auth": {"selectedType": "gemini-api-key"}},
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
             # Gemini's own loop detection ends a run at the 5th identical call; the

@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import json
 import re
+import resource
 import socket
 import struct
 import subprocess
@@ -65,6 +66,7 @@ def main(spec_path: str) -> int:
         argv = [_fill(a, values) for a in run["argv"]]
         env = {k: _fill(v, values) for k, v in run["env"].items()}
         start = time.monotonic()
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
             done = subprocess.run(
                 argv,
@@ -78,6 +80,10 @@ def main(spec_path: str) -> int:
         except subprocess.TimeoutExpired as exc:
             code, out, err = None, exc.stdout or b"", exc.stderr or b""
         took = time.monotonic() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # CPU of the CLI and of every process it waited for (its hooks): steadier
+        # than wall time on a busy machine.
+        cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
         stdout = out.decode("utf-8", "replace")
         found = _SESSION.search(stdout)
         if found and "session_id" not in values:
@@ -89,6 +95,7 @@ def main(spec_path: str) -> int:
                 "stdout": stdout,
                 "stderr": err.decode("utf-8", "replace"),
                 "seconds": took,
+                "cpu": cpu,
             }
         )
         Path(spec["result"]).write_text(json.dumps({"runs": results, "values": values}))

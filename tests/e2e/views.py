@@ -39,15 +39,19 @@ _STOP = re.compile(
     r"loopwarden aborted the run"
 )
 _BLOCK = re.compile(r"loopwarden blocked this call")
+_MISS = re.compile(r"loopwarden: there is no tool named")
 _WARN = re.compile(r"WARNING: .*(has been called|has been polled|alternate between)")
 
 
 def classify(text: str) -> str | None:
-    """``stop``, ``block`` or ``warn`` for loopwarden's own texts in ``text``, else None."""
+    """``stop``, ``block``, ``miss`` (a note about calls of a tool that does not exist)
+    or ``warn`` for loopwarden's own texts in ``text``, else None."""
     if _STOP.search(text):
         return "stop"
     if _BLOCK.search(text):
         return "block"
+    if _MISS.search(text):
+        return "miss"
     if _WARN.search(text):
         return "warn"
     return None
@@ -97,7 +101,8 @@ def _responses(body: dict[str, Any], call: str) -> Shown | None:
 
 
 def _gemini(body: dict[str, Any], call: str) -> Shown | None:
-    for content in body.get("contents", []):
+    contents = body.get("contents", [])
+    for index, content in enumerate(contents):
         parts = content.get("parts") or []
         for part in parts:
             response = part.get("functionResponse")
@@ -105,6 +110,11 @@ def _gemini(body: dict[str, Any], call: str) -> Shown | None:
                 data = response.get("response") or {}
                 error = isinstance(data, dict) and "error" in data
                 others = [p["text"] for p in parts if isinstance(p.get("text"), str)]
+                # A hook's note before a model request comes as the next user content.
+                for later in contents[index + 1 :]:
+                    if later.get("role") != "user":
+                        break
+                    others += [p["text"] for p in later.get("parts") or [] if "text" in p]
                 return Shown(call, _text(data), error, "\n".join(others))
     return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -19,12 +20,22 @@ from loopwarden.config import load_config
 from loopwarden.engine.state import RunState
 from loopwarden.guard import LoopGuard
 from loopwarden.hooks._protocol import socket_path
+from loopwarden.hooks.settings import hook_command
 from loopwarden.stores.sqlite import SQLiteStore
 from tests._wait import wait_until
 
 LOOPWARDEN = shutil.which("loopwarden", path=str(Path(sys.executable).parent))
 if LOOPWARDEN is None:  # pragma: no cover - the dev install always has it
     raise RuntimeError("the loopwarden console script is not installed next to the interpreter")
+
+LAUNCHER = shlex.split(hook_command("claude-code"))[:-1]
+"""The start of the hook command ``loopwarden install`` writes (python -S -c ...)."""
+
+
+def installed_command(agent: str) -> str:
+    """The hook command ``loopwarden install AGENT`` writes from this virtualenv."""
+    return shlex.join([*LAUNCHER, agent])
+
 
 SMALL = {
     "tools": {

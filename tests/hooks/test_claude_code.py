@@ -13,15 +13,21 @@ from tests.hooks.conftest import SMALL, Hook
 
 
 def script(hook: Hook, daemon: bool, **kw: Any) -> list[Any]:
-    """Five identical Bash polls that keep printing "pending"; what the agent gets back."""
+    """Five identical Bash polls that keep printing "pending"; what the agent gets back
+    (PreToolUse, then the PostToolBatch of the call, as Claude Code 2.1.332 sends them)."""
     answers: list[Any] = []
     for n in range(1, 6):
         pre = hook(p.claude_pre(n, **kw), daemon=daemon)
         assert pre.code == 0, pre.stderr
         answers.append(pre.json)
-        if "hookSpecificOutput" in pre.json or "continue" in pre.json:
-            continue  # denied: Claude Code runs no tool and sends no PostToolUse
-        post = hook(p.claude_post(n, **kw), daemon=daemon)
+        if "continue" in pre.json:
+            break  # the turn has ended: no batch, no later call
+        response = "pending"
+        if "hookSpecificOutput" in pre.json:  # denied: the model gets the reason as an error
+            reason = pre.json["hookSpecificOutput"]["permissionDecisionReason"]
+            response = f"PreToolUse:Bash hook error: {reason}"
+        batch_kw = {k: v for k, v in kw.items() if k in ("session", "prompt", "command")}
+        post = hook(p.claude_batch([(n, "Bash", response)], **batch_kw), daemon=daemon)
         assert post.code == 0, post.stderr
         answers.append(post.json)
     return answers
@@ -34,18 +40,20 @@ def test_warn_block_stop(hook_env: dict[str, str]) -> None:
     answers = script(hook, daemon=True)
     assert answers[:5] == [{}, {}, {}, {}, {}]  # calls 1-2 and call 3's check
     warn = answers[5]["hookSpecificOutput"]  # call 3's result gets the warning
-    assert warn["hookEventName"] == "PostToolUse"
+    assert warn["hookEventName"] == "PostToolBatch"
     assert "WARNING" in warn["additionalContext"] and "Bash" in warn["additionalContext"]
     deny = answers[6]["hookSpecificOutput"]  # call 4 is blocked
     assert deny["hookEventName"] == "PreToolUse"
     assert deny["permissionDecision"] == "deny"
     assert "blocked" in deny["permissionDecisionReason"]
     assert "continue" not in answers[6]
-    stop = answers[7]  # call 5 trips the circuit breaker: the turn ends
+    assert answers[7] == {}  # the denied call's batch: nothing more to say
+    stop = answers[8]  # call 5 trips the circuit breaker: the turn ends
     assert stop["continue"] is False
     assert "circuit breaker" in stop["stopReason"]
+    assert stop["systemMessage"] == stop["stopReason"]  # shown in stream-json output
     assert stop["hookSpecificOutput"]["permissionDecision"] == "deny"
-    assert len(answers) == 8
+    assert len(answers) == 9
 
     state = hook.state("1ec9a2f4-sess", "prompt-1")
     assert state.stopped is not None and state.stopped.detector == "global_circuit_breaker"
@@ -83,7 +91,7 @@ def test_each_prompt_is_a_run(hook_env: dict[str, str]) -> None:
     hook = Hook(hook_env, "claude-code")
     for n in range(1, 4):
         hook(p.claude_pre(n))
-        hook(p.claude_post(n))
+        hook(p.claude_batch([(n, "Bash", "pending")]))
     assert hook(p.claude_pre(4)).json["hookSpecificOutput"]["permissionDecision"] == "deny"
     # The user's next prompt starts afresh; a subagent has a loop of its own.
     assert hook(p.claude_pre(5, prompt="prompt-2")).json == {}
@@ -94,8 +102,23 @@ def test_each_prompt_is_a_run(hook_env: dict[str, str]) -> None:
 
 
 @pytest.mark.usefixtures("small_config")
+def test_failed_commands_in_a_batch_are_error_outcomes(hook_env: dict[str, str]) -> None:
+    """A failed Bash call ("Exit code N" in the batch) is an error outcome and still warns."""
+    hook = Hook(hook_env, "claude-code")
+    error = "Exit code 2\nls: cannot access '/nope': No such file or directory"
+    answers = []
+    for n in range(1, 4):
+        assert hook(p.claude_pre(n, command="ls /nope")).json == {}
+        answers.append(hook(p.claude_batch([(n, "Bash", error)], command="ls /nope")).json)
+    assert answers[:2] == [{}, {}]
+    assert "WARNING" in answers[2]["hookSpecificOutput"]["additionalContext"]
+    records = list(hook.state("1ec9a2f4-sess", "prompt-1").window)
+    assert all(r.result_hash.startswith("error:") for r in records)
+
+
+@pytest.mark.usefixtures("small_config")
 def test_failures_are_error_outcomes(hook_env: dict[str, str]) -> None:
-    """PostToolUseFailure events are recorded as error outcomes and still warn on repeats."""
+    """PostToolUseFailure events (hooked by older installs) are error outcomes and warn."""
     hook = Hook(hook_env, "claude-code")
     error = "Exit code 2\nls: cannot access '/nope': No such file or directory"
     answers = []
@@ -109,28 +132,48 @@ def test_failures_are_error_outcomes(hook_env: dict[str, str]) -> None:
     assert all(r.result_hash.startswith("error:") for r in records)
 
 
-@pytest.mark.usefixtures("small_config")
-@pytest.mark.parametrize("arm", ["PreCompact", "SessionStart"])
-def test_compaction_arms_the_guard(hook_env: dict[str, str], arm: str) -> None:
-    """PreCompact or SessionStart after compaction arms the post-compaction guard for the run."""
-    hook = Hook(hook_env, "claude-code")
-    # Varied calls first, so that the detectors alone would not stop the run.
+def compacted_then_looping(hook: Hook, prompt: str) -> list[Any]:
+    """Varied calls, a compaction (SessionStart source compact), then the same call
+    three times in ``prompt``; the batch answers of those three."""
     for n, command in enumerate(["ls", "pwd", "date"], start=1):
         hook(p.claude_pre(n, command=command))
-        hook(p.claude_post(n, {"stdout": command}, command=command))
-    event = p.claude_pre_compact() if arm == "PreCompact" else p.claude_session_start("compact")
-    assert hook(event).json == {}
-    state = hook.state("1ec9a2f4-sess", "prompt-1")
-    assert state.guard.armed and state.guard.remaining_attempts == 3
-
+        hook(p.claude_batch([(n, "Bash", command)], command=command))
+    assert hook(p.claude_session_start("compact")).json == {}
     posts = []
     for n in range(4, 7):
-        hook(p.claude_pre(n, command="cat log"))
-        posts.append(hook(p.claude_post(n, {"stdout": "same"}, command="cat log")).json)
+        hook(p.claude_pre(n, command="cat log", prompt=prompt))
+        posts.append(
+            hook(p.claude_batch([(n, "Bash", "same")], command="cat log", prompt=prompt)).json
+        )
+    return posts
+
+
+@pytest.mark.usefixtures("small_config")
+def test_compaction_arms_the_guard(hook_env: dict[str, str]) -> None:
+    """SessionStart after a compaction arms the post-compaction guard of the run."""
+    hook = Hook(hook_env, "claude-code")
+    posts = compacted_then_looping(hook, "prompt-1")
     assert posts[0] == {} and posts[1].get("continue") is not False
     assert posts[2]["continue"] is False
     assert "compaction" in posts[2]["stopReason"]
-    assert "compaction" in posts[2]["hookSpecificOutput"]["additionalContext"]
+
+
+@pytest.mark.usefixtures("small_config")
+def test_compact_then_a_new_prompt_is_guarded(hook_env: dict[str, str]) -> None:
+    """/compact is a prompt of its own: the compaction arms the session's next run."""
+    hook = Hook(hook_env, "claude-code")
+    posts = compacted_then_looping(hook, "prompt-2")
+    assert posts[2]["continue"] is False and "compaction" in posts[2]["stopReason"]
+    assert hook.state("1ec9a2f4-sess", "prompt-2").stopped is not None
+
+
+@pytest.mark.usefixtures("small_config")
+def test_pre_compact_does_not_arm(hook_env: dict[str, str]) -> None:
+    """PreCompact (hooked by older installs) is not an arming event any more."""
+    hook = Hook(hook_env, "claude-code")
+    hook(p.claude_pre(1))
+    assert hook(p.claude_pre_compact()).json == {}
+    assert not hook.state("1ec9a2f4-sess", "prompt-1").guard.armed
 
 
 def test_session_start_without_compaction_does_nothing(hook_env: dict[str, str]) -> None:
@@ -140,82 +183,43 @@ def test_session_start_without_compaction_does_nothing(hook_env: dict[str, str])
     assert not hook.state_db.exists()  # nothing to do, nothing opened
 
 
-def transcript_lines(names: list[str], start: int, prompt: str = "prompt-1") -> bytes:
-    """Claude Code transcript records: a call of a missing tool and its error result."""
-    out = b""
-    for offset, name in enumerate(names):
-        tid = f"toolu_9{start + offset:03d}"
-        call = {
-            "type": "assistant",
-            "promptId": prompt,
-            "message": {
-                "role": "assistant",
-                "content": [{"type": "tool_use", "id": tid, "name": name, "input": {"q": 1}}],
-            },
-        }
-        result = {
-            "type": "user",
-            "promptId": prompt,
-            "message": {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": tid,
-                        "is_error": True,
-                        "content": f"<tool_use_error>Error: No such tool available: {name}"
-                        "</tool_use_error>",
-                    }
-                ],
-            },
-            "toolUseResult": f"Error: No such tool available: {name}",
-        }
-        out += orjson.dumps(call) + b"\n" + orjson.dumps(result) + b"\n"
-    return out
+@pytest.mark.usefixtures("small_config")
+def test_missing_tools_in_batches(hook_env: dict[str, str]) -> None:
+    """Calls of a missing tool come in PostToolBatch events: past the unknown-tool
+    threshold each gets a note naming the tool as the model wrote it, and at the circuit
+    breaker the turn ends."""
+    hook = Hook(hook_env, "claude-code")
+    answers = [hook(p.claude_miss(n)).json for n in range(1, 6)]
+    assert answers[:2] == [{}, {}]  # unknownToolThreshold 2
+    for count, answer in zip((3, 4), answers[2:4], strict=True):
+        note = answer["hookSpecificOutput"]["additionalContext"]
+        assert f"no tool named 'NoSuchTool' here, and it has been called {count} times" in note
+        assert "blocked this call" not in note
+    stop = answers[4]
+    assert stop["continue"] is False and "hookSpecificOutput" not in stop
+    assert "there is no tool named 'NoSuchTool' here" in stop["stopReason"]
+    assert "5 times in a row" in stop["stopReason"]
+    records = list(hook.state("1ec9a2f4-sess", "prompt-1").window)
+    assert [r.tool_name for r in records] == ["NoSuchTool"] * 5
+    assert records[0].unknown_tool_name == "nosuchtool"
+    # After the stop the run stays stopped: a real call is refused the same way.
+    again = hook(p.claude_pre(6)).json
+    assert again["continue"] is False and again["stopReason"] == stop["stopReason"]
 
 
 @pytest.mark.usefixtures("small_config")
-def test_unknown_tools_are_read_from_the_transcript(
-    hook_env: dict[str, str], tmp_path: Path
-) -> None:
-    """Calls of missing tools fire no hook; the transcript is the only trace of them."""
+def test_session_end_reports_a_stop_once(hook_env: dict[str, str]) -> None:
+    """After a stop, the SessionEnd hook exits 1 with the reason (Claude Code prints a
+    failing SessionEnd hook's stderr, also in text mode); only once."""
     hook = Hook(hook_env, "claude-code")
-    transcript = tmp_path / "session.jsonl"
-    transcript.write_bytes(
-        b'{"type":"summary","summary":"x"}\n'
-        + transcript_lines(["NoSuchTool"] * 3, 0)
-        + b'{"type":"assistant","message":{"role":"assis'  # still being written
-    )
-    first = hook(p.claude_pre(1, transcript=str(transcript)))
-    context = first.json["hookSpecificOutput"]
-    assert "permissionDecision" not in context  # the real call itself is fine
-    assert context["hookEventName"] == "PreToolUse"
-    assert "nosuchtool" in context["additionalContext"].lower()
-    assert "not available" in context["additionalContext"]
-    # The partial line is completed; nothing new about missing tools: no repeated
-    # note, nothing counted twice.
-    with transcript.open("ab") as fh:
-        fh.write(b'tant","content":[{"type":"text","text":"ok"}]}}\n')
-    second = hook(p.claude_pre(2, command="ls", transcript=str(transcript)))
-    assert second.json == {}
-    records = list(hook.state("1ec9a2f4-sess", "prompt-1").window)
-    unknown = [r for r in records if r.tool_name == "NoSuchTool"]
-    assert [r.call_id for r in unknown] == ["toolu_9000", "toolu_9001", "toolu_9002"]
-    assert unknown[0].unknown_tool_name == "nosuchtool"
-    assert [r.veto for r in unknown] == [False, False, True]  # blocked as a hook would have
-    assert [r.tool_name for r in records[3:]] == ["Bash", "Bash"]
-
-
-def test_other_prompts_in_the_transcript_are_not_counted(
-    hook_env: dict[str, str], tmp_path: Path
-) -> None:
-    """Unknown-tool calls of another prompt in the transcript do not count for this run."""
-    hook = Hook(hook_env, "claude-code")
-    transcript = tmp_path / "session.jsonl"
-    transcript.write_bytes(transcript_lines(["Ghost"] * 3, 0, prompt="older-prompt"))
-    assert hook(p.claude_pre(1, transcript=str(transcript))).json == {}
-    records = list(hook.state("1ec9a2f4-sess", "prompt-1", config={}).window)
-    assert [r.tool_name for r in records] == ["Bash"]
+    answers = script(hook, daemon=True)
+    reason = answers[-1]["stopReason"]
+    end = hook(p.claude_session_end())
+    assert end.code == 1 and end.stderr == f"{reason}\n" and end.json == {}
+    again = hook(p.claude_session_end())
+    assert again.code == 0 and again.stderr == ""
+    quiet = hook(p.claude_session_end(session="no-stop-here"))
+    assert quiet.code == 0 and quiet.json == {}
 
 
 def test_run_record_and_log(hook_env: dict[str, str], tmp_path: Path) -> None:
@@ -231,7 +235,7 @@ def test_run_record_and_log(hook_env: dict[str, str], tmp_path: Path) -> None:
     hook = Hook(hook_env, "claude-code", "--config", str(config))
     for n in range(1, 5):
         hook(p.claude_pre(n), cwd=project, daemon=n != 2)
-        hook(p.claude_post(n), cwd=project)
+        hook(p.claude_batch([(n, "Bash", "pending")]), cwd=project)
     lines = [orjson.loads(line) for line in (project / "runs.jsonl").read_bytes().splitlines()]
     assert [x["type"] for x in lines].count("call") == 4
     assert any(x["type"] == "event" and x["action"] == "block" for x in lines)

@@ -28,8 +28,16 @@ class TestCodex:
         denied = hook(p.codex_pre(4)).json["hookSpecificOutput"]
         assert denied["permissionDecision"] == "deny"
         assert "blocked" in denied["permissionDecisionReason"]
+        # Codex fails a PreToolUse hook that answers continue:false (and runs the call):
+        # the stop is a deny, for this call and every later one of the turn.
         stop = hook(p.codex_pre(5)).json
-        assert stop["continue"] is False and "circuit breaker" in stop["stopReason"]
+        assert "continue" not in stop and "stopReason" not in stop
+        reason = stop["hookSpecificOutput"]["permissionDecisionReason"]
+        assert stop["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert "circuit breaker stopped this run" in reason
+        assert "stop calling tools and tell the user what happened" in reason
+        assert not reason.endswith(".")  # Codex adds ". Command: ..." itself
+        assert hook(p.codex_pre(6)).json == stop
         records = list(hook.state("019a-codex-sess", "turn-1").window)
         assert len({r.result_hash for r in records}) == 1
 
@@ -44,11 +52,30 @@ class TestCodex:
 
     @pytest.mark.parametrize("event", ["PreCompact", "PostCompact"])
     def test_compaction_events_arm(self, hook_env: dict[str, str], event: str) -> None:
-        """Codex PreCompact and PostCompact both arm the post-compaction guard."""
+        """Codex PostCompact (and PreCompact, hooked by older installs) arms the guard."""
         hook = Hook(hook_env, "codex")
         hook(p.codex_pre(1))
         assert hook(p.codex_compact(event)).json == {}
         assert hook.state("019a-codex-sess", "turn-1").guard.remaining_attempts == 3
+
+    def test_abort_after_compaction_denies_the_rest_of_the_turn(
+        self, hook_env: dict[str, str]
+    ) -> None:
+        """The post-compaction abort replaces the call's output with the reason
+        (continue:false on PostToolUse), then every later call of the turn is denied."""
+        hook = Hook(hook_env, "codex")
+        hook(p.codex_pre(1))
+        hook(p.codex_compact("PostCompact"))
+        answers = []
+        for n in range(2, 5):
+            hook(p.codex_pre(n))
+            answers.append(hook(p.codex_post(n, f"c{n}", "0.001")).json)
+        abort = answers[-1]
+        assert abort == {"continue": False, "stopReason": abort["stopReason"]}
+        assert "compaction" in abort["stopReason"]
+        later = hook(p.codex_pre(5)).json["hookSpecificOutput"]
+        assert later["permissionDecision"] == "deny"
+        assert later["permissionDecisionReason"] == abort["stopReason"].removesuffix(".")
 
     def test_unsupported_calls_in_the_rollout(
         self, hook_env: dict[str, str], tmp_path: Path
@@ -122,8 +149,9 @@ class TestGemini:
         second = hook.state("gem-sess-1", "gem-sess-1@2026-11-29T18:05:00Z")
         assert len(first.window) == 4 and len(second.window) == 1  # 3 calls + 1 veto
 
-    def test_tool_errors_and_compression(self, hook_env: dict[str, str]) -> None:
-        """Gemini tool errors are error outcomes and PreCompress arms the post-compaction guard."""
+    def test_tool_errors_are_error_outcomes(self, hook_env: dict[str, str]) -> None:
+        """Gemini tool errors are error outcomes; PreCompress before a request (trigger
+        "auto", compressing or not) arms nothing, /compress ("manual") does."""
         hook = Hook(hook_env, "gemini")
         hook(p.gemini_before("cat nope"))
         error = {"message": "cat: nope: No such file or directory", "type": "EXECUTION_FAILED"}
@@ -131,4 +159,122 @@ class TestGemini:
         assert hook(p.gemini_event("PreCompress", trigger="auto")).json == {}
         state = hook.state("gem-sess-1", "gem-sess-1")
         assert state.window.last.result_hash.startswith("error:")
-        assert state.guard.remaining_attempts == 3
+        assert not state.guard.armed
+        # /compress (trigger "manual", the only one install hooks) does arm.
+        assert hook(p.gemini_event("PreCompress", trigger="manual")).json == {}
+        assert hook.state("gem-sess-1", "gem-sess-1").guard.armed
+
+    def test_shell_process_ids_are_not_progress(self, hook_env: dict[str, str]) -> None:
+        """run_shell_command output carries a new process group id every time; the same
+        output with another PGID is the same outcome."""
+        hook = Hook(hook_env, "gemini")
+        for pgid in (2189, 2301, 2417):
+            output = f"Output: pending\nProcess Group PGID: {pgid}"
+            hook(p.gemini_before("poll"))
+            hook(p.gemini_after("poll", output))
+        records = list(hook.state("gem-sess-1", "gem-sess-1").window)
+        assert len({r.result_hash for r in records}) == 1
+        assert hook(p.gemini_before("poll")).json["decision"] == "deny"
+
+    def test_real_compression_arms_the_guard(
+        self, hook_env: dict[str, str], tmp_path: Path
+    ) -> None:
+        """BeforeModel reads the session file: a history rewritten with fewer messages is a
+        compression and arms the guard; the rewrites of a resume (after a new session
+        header) are not."""
+        transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
+        messages = [{"id": f"m{i}", "type": "user", "content": []} for i in range(6)]
+        header = {"sessionId": "gem-sess-1", "startTime": "t", "kind": "main"}
+        transcript.write_bytes(orjson.dumps(header) + b"\n")
+        hook = Hook(hook_env, "gemini")
+        assert hook(p.gemini_model(transcript=str(transcript))).json == {}  # read from here
+        # A resume: the header again, a first history of one message, then the whole.
+        lines = [*messages, header, {"$set": {"messages": messages[:1]}}]
+        lines.append({"$set": {"messages": messages}})
+        with transcript.open("ab") as fh:
+            fh.write(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+        assert hook(p.gemini_model(transcript=str(transcript))).json == {}
+        assert hook.state("gem-sess-1", "gem-sess-1") is None  # nothing happened to the run
+        compressed = {"$set": {"messages": messages[:2]}}
+        with transcript.open("ab") as fh:
+            fh.write(orjson.dumps(compressed) + b"\n")
+        assert hook(p.gemini_model(transcript=str(transcript))).json == {}
+        assert hook.state("gem-sess-1", "gem-sess-1").guard.remaining_attempts == 3
+
+    def test_compress_arms_once(self, hook_env: dict[str, str], tmp_path: Path) -> None:
+        """/compress arms the guard; its history rewrite, which Gemini may write to the
+        transcript only a request later, does not arm it again (the window would restart)."""
+        transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
+        messages = [{"id": f"m{i}", "type": "user", "content": []} for i in range(6)]
+        transcript.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in messages))
+        hook = Hook(hook_env, "gemini")
+        hook(p.gemini_model(transcript=str(transcript)))
+        hook(p.gemini_event("PreCompress", trigger="manual"))
+        hook(p.gemini_before("poll"))
+        hook(p.gemini_after("poll", "same"))
+        with transcript.open("ab") as fh:
+            fh.write(orjson.dumps({"$set": {"messages": messages[:2]}}) + b"\n")
+        hook(p.gemini_model(transcript=str(transcript)))
+        assert hook.state("gem-sess-1", "gem-sess-1").guard.remaining_attempts == 2
+
+    def test_missing_tools_before_the_next_request(
+        self, hook_env: dict[str, str], tmp_path: Path
+    ) -> None:
+        """BeforeModel reads calls of missing tools from the session file (each record is
+        written twice): past the threshold the request gets a note after its messages, at
+        the circuit breaker the run ends before the request."""
+        transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
+        transcript.write_bytes(b'{"sessionId": "gem-sess-1", "startTime": "t"}\n')
+        hook = Hook(hook_env, "gemini")
+        assert hook(p.gemini_model(transcript=str(transcript))).json == {}
+        error = 'Tool "NoSuchTool" not found. Did you mean one of: "glob"?'
+        answers = []
+        for n in range(1, 6):
+            append(transcript, p.gemini_transcript_calls([(f"call_{n}", "NoSuchTool", error)]))
+            answers.append(hook(p.gemini_model(transcript=str(transcript))).json)
+        assert answers[:2] == [{}, {}]
+        request = answers[2]["hookSpecificOutput"]["llm_request"]
+        texts = [m["content"] for m in request["messages"][:2]]
+        assert texts == ["<session_context>...", "Poll job 42."]
+        note = request["messages"][2]
+        assert note["role"] == "user"
+        assert "no tool named 'NoSuchTool' here, and it has been called 3 times" in note["content"]
+        assert "hookSpecificOutput" in answers[3]
+        assert answers[4]["continue"] is False
+        assert "no tool named 'NoSuchTool'" in answers[4]["stopReason"]
+        records = list(hook.state("gem-sess-1", "gem-sess-1").window)
+        assert [r.call_id for r in records] == [f"call_{n}" for n in range(1, 6)]
+
+    def test_outcomes_come_from_the_transcript(
+        self, hook_env: dict[str, str], tmp_path: Path
+    ) -> None:
+        """With BeforeTool and BeforeModel (what install hooks), each call's outcome is read
+        from the session file before the next request: a repeated shell call with the same
+        output (PGIDs aside) is warned in the next request, then denied, then stopped."""
+        transcript = tmp_path / "session-2026-11-29T18-00-abc.jsonl"
+        transcript.write_bytes(b'{"sessionId": "gem-sess-1", "startTime": "t"}\n')
+        hook = Hook(hook_env, "gemini")
+        hook(p.gemini_model(transcript=str(transcript)))
+        answers = []
+        for n in range(1, 4):
+            answers.append(hook(p.gemini_before("poll", transcript=str(transcript))).json)
+            output = f"Output: pending\nProcess Group PGID: {2000 + n}"
+            append(
+                transcript,
+                p.gemini_transcript_calls([(f"c{n}", "run_shell_command", None)], output),
+            )
+            answers.append(hook(p.gemini_model(transcript=str(transcript))).json)
+        assert answers[:5] == [{}, {}, {}, {}, {}]
+        note = answers[5]["hookSpecificOutput"]["llm_request"]["messages"][-1]["content"]
+        assert "WARNING: run_shell_command has been called" in note
+        assert hook(p.gemini_before("poll")).json["decision"] == "deny"
+        stop = hook(p.gemini_before("poll")).json
+        assert stop["continue"] is False and "circuit breaker" in stop["stopReason"]
+        records = list(hook.state("gem-sess-1", "gem-sess-1").window)
+        assert len({r.result_hash for r in records}) == 1
+        assert [r.call_id for r in records] == [None] * 5
+
+
+def append(path: Path, lines: list[dict[str, object]]) -> None:
+    with path.open("ab") as fh:
+        fh.write(b"".join(orjson.dumps(x) + b"\n" for x in lines))

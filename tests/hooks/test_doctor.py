@@ -43,7 +43,7 @@ def test_installed_hooks_are_run(hook_env: dict[str, str], tmp_path: Path) -> No
     done = doctor(hook_env, cwd=project)
     assert done.returncode == 0, done.stdout
     out = done.stdout
-    assert "[ok] user: installed in" in out and "settings.json: PostToolUse" in out
+    assert "[ok] user: installed in" in out and "settings.json: PostToolBatch" in out
     assert "[ok] test PreToolUse event allowed" in out
     assert "[ok] test BeforeTool event allowed" in out
     assert "Everything works." in out
@@ -80,7 +80,7 @@ def test_hook_that_misbehaves(hook_env: dict[str, str], tmp_path: Path) -> None:
     done = doctor(hook_env, "--agent", "claude-code")
     assert done.returncode == 1
     assert "not JSON" in done.stdout
-    assert "missing events PostToolUse" in done.stdout
+    assert "missing events PostToolBatch" in done.stdout
 
 
 def test_broken_state_store(hook_env: dict[str, str], tmp_path: Path) -> None:
@@ -103,3 +103,54 @@ def test_unsettled_settings_file(hook_env: dict[str, str]) -> None:
     done = doctor(hook_env, "--agent", "gemini")
     assert done.returncode == 1
     assert "not valid JSON" in done.stdout
+
+
+def fake_cli(tmp_path: Path, name: str, answer: str) -> str:
+    """A directory with an executable ``name`` that prints ``answer`` for ``--version``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / name
+    exe.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    exe.chmod(0o755)
+    return str(bin_dir)
+
+
+def test_an_older_cli_is_a_problem(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """A Claude Code older than the tested version is reported with what to do, exit 1."""
+    install(hook_env, "claude-code")
+    env = {
+        **hook_env,
+        "PATH": fake_cli(tmp_path, "claude", "2.0.1 (Claude Code)") + ":/usr/bin:/bin",
+    }
+    done = doctor(env, "--agent", "claude-code", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "Claude Code 2.0.1 is older than 2.1.332" in done.stdout
+    assert "upgrade Claude Code" in done.stdout
+
+
+def test_the_tested_cli_is_fine(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """The tested Gemini CLI version is reported as fine; a missing CLI only noted."""
+    install(hook_env, "gemini")
+    env = {**hook_env, "PATH": fake_cli(tmp_path, "gemini", "0.61.0") + ":/usr/bin:/bin"}
+    done = doctor(env, "--agent", "gemini", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert "[ok] Gemini CLI 0.61.0\n" in done.stdout
+    install(hook_env, "codex")
+    done = doctor({**env, "PATH": "/usr/bin:/bin"}, "--agent", "codex", cwd=tmp_path)
+    assert "codex is not on PATH" in done.stdout
+
+
+def test_a_hook_of_another_installation_is_noted(hook_env: dict[str, str]) -> None:
+    """A hook command from another virtualenv is pointed out, with how to switch it."""
+    install(hook_env, "codex")
+    path = user_file(hook_env, "codex")
+    other = str(Path(hook_env["HOME"]) / "other-venv" / "bin" / "loopwarden")
+    data = json.loads(path.read_text())
+    for groups in data["hooks"].values():
+        for group in groups:
+            for handler in group["hooks"]:
+                handler["command"] = f"{other} hook codex"
+    path.write_text(json.dumps(data))
+    done = doctor(hook_env, "--agent", "codex")
+    assert f"this hook runs {other} hook, not this installation" in done.stdout
+    assert "/hooks" in done.stdout

@@ -18,7 +18,7 @@ from loopwarden.hooks._protocol import socket_path
 from loopwarden.hooks.daemon import ping
 from tests._wait import wait_until
 from tests.hooks import payloads as p
-from tests.hooks.conftest import LOOPWARDEN, Hook, helper_ready, stop_helper
+from tests.hooks.conftest import LAUNCHER, LOOPWARDEN, Hook, helper_ready, stop_helper
 
 
 @pytest.fixture(name="own_env")
@@ -125,24 +125,29 @@ def test_outdated_code_is_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert watch.changed()
 
 
-def test_fast_path_imports_nothing_heavy(own_env: dict[str, str]) -> None:
-    """With the helper running, the hook process imports no engine, JSON or SQLite module."""
+def imports_of_one_call(own_env: dict[str, str], argv: list[str]) -> set[str]:
+    """The modules one hook call imports (``argv``), with the helper running."""
     hook = Hook(own_env, "claude-code")
     hook(p.claude_pre(1))
     assert helper_ready(own_env)
     done = subprocess.run(
-        [str(LOOPWARDEN), "hook", "claude-code"],
+        argv,
         input=orjson.dumps(p.claude_pre(2)),
         env={**own_env, "PYTHONPROFILEIMPORTTIME": "1"},
         capture_output=True,
         check=True,
     )
     assert done.stdout == b"{}"
-    imported = {
+    return {
         line.rsplit("|", 1)[-1].strip()
         for line in done.stderr.decode().splitlines()
         if line.startswith("import time:")
     }
+
+
+def test_fast_path_imports_nothing_heavy(own_env: dict[str, str]) -> None:
+    """With the helper running, the hook process imports no engine, JSON or SQLite module."""
+    imported = imports_of_one_call(own_env, [str(LOOPWARDEN), "hook", "claude-code"])
     assert "_socket" in imported
     ours = {name for name in imported if name.split(".")[0] == "loopwarden"}
     assert ours == {
@@ -155,3 +160,12 @@ def test_fast_path_imports_nothing_heavy(own_env: dict[str, str]) -> None:
     heavy = {"orjson", "json", "sqlite3", "typing", "socket", "argparse", "logging", "re"}
     heavy.add("__future__")  # `from __future__ import annotations` costs a module import
     assert not heavy & imported, sorted(heavy & imported)
+
+
+def test_installed_command_imports_only_the_protocol(own_env: dict[str, str]) -> None:
+    """The command install writes (python -S -c ...) imports neither site nor os,
+    and of loopwarden only the package, hooks and hooks._protocol, with the helper up."""
+    imported = imports_of_one_call(own_env, [*LAUNCHER, "claude-code"])
+    ours = {name for name in imported if name.split(".")[0] == "loopwarden"}
+    assert ours == {"loopwarden", "loopwarden.hooks", "loopwarden.hooks._protocol"}
+    assert not {"site", "os", "typing", "__future__"} & imported

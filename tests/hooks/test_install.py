@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loopwarden.hooks.agents import ADAPTERS
-from tests.hooks.conftest import LOOPWARDEN
+from tests.hooks.conftest import LAUNCHER, LOOPWARDEN, installed_command
 
 EXISTING = {
     "model": "claude-sonnet-4-5",
@@ -74,7 +74,7 @@ def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) 
         [handler] = group["hooks"]
         assert handler["type"] == "command"
         words = shlex.split(handler["command"])
-        assert words == [str(LOOPWARDEN), "hook", agent]
+        assert words == [*LAUNCHER, agent]
         assert handler["timeout"] == (30000 if agent == "gemini" else 30)
     assert backups(path) == []  # nothing to back up
     assert "check it with: loopwarden doctor" in done.stdout
@@ -108,17 +108,89 @@ def test_merge_idempotence_and_exact_uninstall(hook_env: dict[str, str]) -> None
 
     removed = install(hook_env, "claude-code", "--uninstall")
     assert removed.returncode == 0, removed.stderr
-    assert json.loads(path.read_text()) == EXISTING
+    assert path.read_text() == original  # untouched since install: the very same bytes
+    assert "exactly as it was" in removed.stdout
     assert len(backups(path)) == 2
     again = install(hook_env, "claude-code", "--uninstall")
     assert "not installed" in again.stdout
 
 
-def test_uninstall_of_a_fresh_install_leaves_an_empty_object(hook_env: dict[str, str]) -> None:
-    """Uninstalling what install created leaves an empty settings object."""
+def test_install_changes_only_its_own_entries(hook_env: dict[str, str]) -> None:
+    """Install adds its entries in the file's own style; every other byte stays."""
+    path = user_file(hook_env, "claude-code")
+    path.parent.mkdir()
+    original = json.dumps(EXISTING, indent=4)  # 4 spaces, no final newline
+    path.write_text(original)
+    assert install(hook_env, "claude-code").returncode == 0
+    text = path.read_text()
+    assert not text.endswith("\n")
+    assert '\n    "model": "claude-sonnet-4-5",\n' in text
+    assert text.startswith(original[: original.index('"PreToolUse"')])
+    lines = iter(text.splitlines())
+    assert all(line in lines for line in original.splitlines())  # in order, unchanged
+    command = json.dumps({"command": installed_command("claude-code")})[1:-1]
+    assert f"\n                        {command},\n" in text  # ours, indented alike
+
+
+def test_uninstall_after_an_edit_removes_only_ours(hook_env: dict[str, str]) -> None:
+    """A file edited since install keeps the edit and its layout; only ours go, and a
+    hooks table the user had (even empty) stays."""
+    path = user_file(hook_env, "gemini")
+    path.parent.mkdir()
+    path.write_text('{\n\t"hooks": {},\n\t"theme": "dark"\n}')
+    assert install(hook_env, "gemini").returncode == 0
+    path.write_text(path.read_text().replace('"dark"', '"light"'))  # the user's edit
+    done = install(hook_env, "gemini", "--uninstall")
+    assert done.returncode == 0, done.stderr
+    assert "exactly as it was" not in done.stdout
+    assert path.read_text() == '{\n\t"hooks": {},\n\t"theme": "light"\n}'
+
+
+def test_windows_line_ends_are_kept(hook_env: dict[str, str]) -> None:
+    """A settings file with \\r\\n line ends keeps them; edited after install, uninstall
+    gives back its text as edited."""
+    path = user_file(hook_env, "codex")
+    path.parent.mkdir()
+    path.write_bytes(b'{\r\n  "hooks": {\r\n    "Stop": []\r\n  }\r\n}\r\n')
+    assert install(hook_env, "codex").returncode == 0
+    data = path.read_bytes()
+    assert b"\n" not in data.replace(b"\r\n", b"") and b"PreToolUse" in data
+    path.write_bytes(data + b"\r\n")  # an edit: the original bytes are not restored
+    assert install(hook_env, "codex", "--uninstall").returncode == 0
+    assert path.read_bytes() == b'{\r\n  "hooks": {\r\n    "Stop": []\r\n  }\r\n}\r\n\r\n'
+
+
+def test_uninstall_of_a_fresh_install_removes_the_file(hook_env: dict[str, str]) -> None:
+    """There was no settings file before install: after uninstall there is none again."""
     install(hook_env, "gemini")
-    install(hook_env, "gemini", "--uninstall")
-    assert json.loads(user_file(hook_env, "gemini").read_text()) == {}
+    assert user_file(hook_env, "gemini").exists()
+    done = install(hook_env, "gemini", "--uninstall")
+    assert done.returncode == 0, done.stderr
+    assert not user_file(hook_env, "gemini").exists()
+
+
+def test_uninstall_without_a_record_still_removes_ours(hook_env: dict[str, str]) -> None:
+    """An install made by an older loopwarden (no record): only ours are removed, and the
+    containers only they were in."""
+    path = user_file(hook_env, "codex")
+    path.parent.mkdir()
+    handler = {"type": "command", "command": "loopwarden hook codex"}
+    old = {"hooks": {"PreCompact": [{"hooks": [handler]}]}, "x": 1}
+    path.write_text(json.dumps(old, indent=2))
+    assert install(hook_env, "codex", "--uninstall").returncode == 0
+    assert path.read_text() == '{\n  "x": 1\n}'
+
+
+def test_repeated_keys_are_refused(hook_env: dict[str, str]) -> None:
+    """A settings file with a key written twice is left alone, with the line of the repeat."""
+    path = user_file(hook_env, "claude-code")
+    path.parent.mkdir()
+    content = '{\n  "hooks": {},\n  "model": "a",\n  "hooks": {"Stop": []}\n}'
+    path.write_text(content)
+    done = install(hook_env, "claude-code")
+    assert done.returncode == 1
+    assert f"{path}:4:" in done.stderr and "'hooks' appears more than once" in done.stderr
+    assert path.read_text() == content
 
 
 def test_reinstall_replaces_an_old_command(hook_env: dict[str, str]) -> None:
@@ -142,8 +214,22 @@ def test_reinstall_replaces_an_old_command(hook_env: dict[str, str]) -> None:
     assert install(hook_env, "codex").returncode == 0
     data = json.loads(path.read_text())
     commands = [h["command"] for g in data["hooks"]["PreToolUse"] for h in g["hooks"]]
-    assert commands == ["x.sh", f"{LOOPWARDEN} hook codex"]
+    assert commands == ["x.sh", installed_command("codex")]
     assert "SessionStart" not in data["hooks"]  # not installed for Codex any more
+
+
+def test_upgrade_removes_claude_pre_compact(hook_env: dict[str, str]) -> None:
+    """Older installs hooked Claude Code's PreCompact (whose command line Claude Code shows
+    the model); installing again removes that entry and keeps the user's own."""
+    path = user_file(hook_env, "claude-code")
+    path.parent.mkdir()
+    ours_old = {"hooks": [{"type": "command", "command": f"{LOOPWARDEN} hook claude-code"}]}
+    mine = {"hooks": [{"type": "command", "command": "echo compacting"}]}
+    path.write_text(json.dumps({"hooks": {"PreCompact": [ours_old, mine]}}))
+    assert install(hook_env, "claude-code").returncode == 0
+    data = json.loads(path.read_text())
+    assert data["hooks"]["PreCompact"] == [mine]
+    assert "PostToolBatch" in data["hooks"]
 
 
 def test_project_scope_and_options(hook_env: dict[str, str], tmp_path: Path) -> None:
@@ -164,7 +250,7 @@ def test_project_scope_and_options(hook_env: dict[str, str], tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     data = json.loads((project / ".claude" / "settings.json").read_text())
     command = data["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    assert shlex.split(command)[3:] == [
+    assert shlex.split(command)[len(LAUNCHER) + 1 :] == [
         "--config",
         str(config),
         "--state",

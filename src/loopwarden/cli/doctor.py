@@ -3,7 +3,11 @@
 For every coding agent and scope it lists loopwarden's hook entries, runs a
 synthetic ``PreToolUse``/``BeforeTool`` event through each installed command
 as a real subprocess (the way the agent would), and checks that the config
-loads and the state store can be written. Exit code 1 when something is broken.
+loads and the state store can be written. Where the agent's CLI is on ``PATH``
+it also checks the CLI's version against the one the hooks were tested with
+and, for Codex, that Codex trusts and enables loopwarden's hooks (it skips
+untrusted hooks silently). Exit code 1 when something is broken; every
+problem says what to do.
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ import click
 import orjson
 
 from ..errors import ConfigError, LoopwardenError
+from ..hooks import clistate
 from ..hooks._protocol import AGENTS
 from ..hooks.agents import ADAPTERS
 from ..hooks.settings import (
     AGENT_TITLES,
     SCOPES,
     SettingsError,
+    hook_arguments,
+    hook_command,
     installed_hooks,
     is_loopwarden_command,
     read_settings,
@@ -60,12 +67,8 @@ def _pre_event(agent: str) -> str:
 
 
 def _hook_words(command: str) -> list[str]:
-    """The arguments after ``hook`` in an installed command."""
-    words = shlex.split(command)
-    for index, word in enumerate(words):
-        if word == "hook" and index > 0:
-            return words[index + 1 :]
-    return []
+    """The hook's own arguments (``AGENT [options]``) in an installed command."""
+    return hook_arguments(command) or []
 
 
 def _cleanup(agent: str, words: list[str], session: str, env: Mapping[str, str]) -> None:
@@ -173,8 +176,84 @@ def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Rep
         commands = sorted({c for cs in hooks.values() for c in cs if is_loopwarden_command(c)})
         for command in commands:
             report.info(f"command: {command}")
+            _other_installation(agent, command, report)
             _run_hook(agent, command, report, env)
+    if found_any:
+        _check_cli(agent, project, env, report)
     return found_any
+
+
+def _launcher(command: str) -> str:
+    """The part of a hook command before the hook's own arguments."""
+    words = shlex.split(command)
+    return shlex.join(words[: len(words) - len(_hook_words(command))])
+
+
+def _other_installation(agent: str, command: str, report: _Report) -> None:
+    """Say so when the hook runs another loopwarden than this one (another virtualenv)."""
+    mine, theirs = _launcher(hook_command(agent)), _launcher(command)
+    if theirs != mine:
+        trust = " (Codex then asks to trust the new command: /hooks)" if agent == "codex" else ""
+        report.info(
+            f"this hook runs {theirs}, not this installation ({mine}); "
+            f"'loopwarden install {agent}' switches it{trust}"
+        )
+
+
+def _check_cli(agent: str, project: Path, env: Mapping[str, str], report: _Report) -> None:
+    """The CLI's version, and (Codex) whether it trusts and runs loopwarden's hooks."""
+    cli = clistate.TESTED[agent]
+    title = AGENT_TITLES[agent]
+    tested = ".".join(map(str, cli.tested))
+    exe = clistate.find_cli(agent, env)
+    if exe is None:
+        report.info(f"{cli.binary} is not on PATH: its version and hook state are not checked")
+        return
+    found = clistate.version(exe, env)
+    if found is None:
+        report.bad(f"{exe} --version gave no version; is {title} installed correctly?")
+    elif found < cli.tested:
+        shown = ".".join(map(str, found))
+        report.bad(
+            f"{title} {shown} is older than {tested}, the version loopwarden's hooks are "
+            f"tested with (they need {cli.needs}); upgrade {title}"
+        )
+    else:
+        shown = ".".join(map(str, found))
+        note = "" if found == cli.tested else f" (tested with {tested})"
+        report.ok(f"{title} {shown}{note}")
+    if agent == "codex":
+        _check_codex_trust(exe, project, env, report)
+
+
+def _check_codex_trust(exe: str, project: Path, env: Mapping[str, str], report: _Report) -> None:
+    hooks = clistate.codex_hooks(exe, env, str(project))
+    if isinstance(hooks, str):
+        report.info(f"could not ask Codex whether it trusts the hooks: {hooks}")
+        return
+    ours = [h for h in hooks if is_loopwarden_command(h.get("command"), "codex")]
+    if not ours:
+        report.bad(
+            "Codex does not list loopwarden's hooks for this project; check hooks.json "
+            "and that hooks are not disabled in config.toml"
+        )
+        return
+    untrusted = [h for h in ours if h.get("trustStatus") != "trusted"]
+    disabled = [h for h in ours if h.get("enabled") is False]
+    if untrusted:
+        events = ", ".join(sorted({str(h.get("eventName")) for h in untrusted}))
+        report.bad(
+            f"Codex does not trust {len(untrusted)} of loopwarden's {len(ours)} hooks "
+            f"({events}; status {untrusted[0].get('trustStatus')}): it skips them without "
+            "a word. Start codex in this project and approve them with /hooks (needed after "
+            "every install that changes the command, e.g. from another virtualenv)"
+        )
+    if disabled:
+        report.bad(
+            f"{len(disabled)} of loopwarden's hooks are disabled in Codex; enable them with /hooks"
+        )
+    if not untrusted and not disabled:
+        report.ok(f"Codex trusts and runs loopwarden's {len(ours)} hooks")
 
 
 def _check_store(

@@ -1,8 +1,11 @@
 """``loopwarden install claude-code|codex|gemini``: add (or remove) the hook entries.
 
-Merges with the hooks already in the agent's settings file, changes nothing
-when the entries are already there, copies the file to a timestamped backup
-before changing it, and ``--uninstall`` removes exactly loopwarden's entries.
+Merges with the hooks already in the agent's settings file (as a text edit: the
+rest of the file keeps its bytes), changes nothing when the entries are already
+there, copies the file to a timestamped backup before changing it, and refuses
+a file with a repeated key. ``--uninstall`` gives back the file as it was before
+the install when nobody changed it since, and otherwise removes exactly
+loopwarden's entries.
 """
 
 from __future__ import annotations
@@ -10,18 +13,22 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
+from ..hooks import installrecord
 from ..hooks._protocol import AGENTS
 from ..hooks.settings import (
     AGENT_TITLES,
+    Edit,
     Scope,
     SettingsError,
     add_hooks,
     hook_command,
-    read_settings,
+    installed_hooks,
+    read_text,
     remove_hooks,
     settings_path,
     write_settings,
@@ -98,25 +105,33 @@ def install_command(
     path = settings_path(agent, scope, os.environ, (directory or Path.cwd()).resolve())
     title = AGENT_TITLES[agent]
     command = hook_command(agent, _hook_args(config, state, metrics))
+    env = os.environ
+    restored = False
     try:
-        data = read_settings(path)
+        text = read_text(path)
         if uninstall:
-            new, changed = remove_hooks(data, agent, path)
+            edit = remove_hooks(text, agent, path, _created(env, path))
         else:
-            new, changed = add_hooks(data, agent, command, path)
+            edit = add_hooks(text, agent, command, path)
         if dry_run:
-            click.echo(json.dumps(new, indent=2, ensure_ascii=False))
+            click.echo(edit.text, nl=not edit.text.endswith("\n"))
             return EXIT_OK
-        if not changed:
+        if not edit.changed:
             status = "not installed" if uninstall else "already installed"
             click.echo(f"loopwarden hooks for {title} are {status} in {path}; nothing changed.")
             return EXIT_OK
-        backup = write_settings(path, new)
+        if uninstall:
+            backup, restored = _uninstall(env, path, text, edit)
+        else:
+            backup = _install(env, path, text, edit, agent)
     except SettingsError as exc:
         raise CommandFailure(str(exc)) from None
+    changed = edit.changed
     verb = "Removed loopwarden hooks for" if uninstall else "Installed loopwarden hooks for"
     click.echo(f"{verb} {title} in {path}")
     click.echo(f"  events: {', '.join(changed)}")
+    if restored:
+        click.echo("  the file is back exactly as it was before the install")
     if backup is not None:
         click.echo(f"  backup of the previous file: {backup}")
     if not uninstall:
@@ -127,6 +142,50 @@ def install_command(
             click.echo(f"  note: {note}")
         click.echo("  check it with: loopwarden doctor")
     return EXIT_OK
+
+
+def _created(env: Mapping[str, str], path: Path) -> list[str] | None:
+    record = installrecord.load(env, path)
+    return None if record is None else record.created
+
+
+def _install(
+    env: Mapping[str, str], path: Path, text: str | None, edit: Edit, agent: str
+) -> Path | None:
+    before = None if text is None else path.read_bytes()
+    had_ours = bool(text and text.strip() and installed_hooks(json.loads(text), agent, path))
+    backup = write_settings(path, edit.text)
+    installrecord.remember(
+        env,
+        path,
+        before=before,
+        backup=backup,
+        had_ours=had_ours,
+        written=edit.text.encode("utf-8"),
+        created=edit.created,
+    )
+    return backup
+
+
+def _uninstall(
+    env: Mapping[str, str], path: Path, text: str | None, edit: Edit
+) -> tuple[Path | None, bool]:
+    """Write the file back: its original bytes if it is still as loopwarden left it,
+    else ``edit`` (only loopwarden's entries removed). Returns (backup, restored)."""
+    record = installrecord.load(env, path)
+    current = None if text is None else path.read_bytes()
+    untouched = record is not None and record.after == installrecord.sha256(current)
+    installrecord.forget(env, path)
+    if untouched and record is not None and record.original == "absent":
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise SettingsError(f"{path}: cannot remove the settings file ({exc})") from None
+        return None, True
+    original = record.original_bytes() if untouched and record is not None else None
+    if original is not None:
+        return write_settings(path, original), True
+    return write_settings(path, edit.text), False
 
 
 def _hook_args(config: str | None, state: str | None, metrics: str | None = None) -> list[str]:

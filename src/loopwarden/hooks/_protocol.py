@@ -1,26 +1,40 @@
-"""What the hook process and the hook helper agree on (stdlib only, no other import).
+"""The hook's fast path, and what the hook process and the hook helper agree on.
 
-Both sides import this module: ``loopwarden.cli.hook`` (the per-call entry
-point, which must stay cheap) and :mod:`loopwarden.hooks.daemon`. Keeping it
-here, below both, is what stops ``hooks`` from importing ``cli``.
+Every tool call of a coding agent starts a hook process, so this module is
+kept to builtins: ``sys``, ``posix`` (not ``os``: importing ``os`` costs more
+than the rest of the hook when Python starts without ``site``), and
+``_socket`` when there is a helper to talk to. ``loopwarden install`` writes
+the hook as ``python -S -c "<put loopwarden on the path; call main>" AGENT``,
+which imports only this module; ``loopwarden hook AGENT``
+(``loopwarden.cli.hook``) is the same code behind the console script.
+
+:func:`main` forwards the event to the helper (:mod:`.daemon`) over a Unix
+socket and prints its answer; with no helper it imports the full hook
+(:mod:`.runner`) and handles the event itself.
 """
 
 # ruff: noqa: I002 - no `from __future__ import annotations` on the hook's hot path:
 # it imports the __future__ module, about as costly as two of our own modules.
 
-import os
 import sys
+
+try:
+    import posix as _posix
+
+    _POSIX = True
+except ImportError:  # pragma: no cover - Windows: no helper, every event in process
+    _POSIX = False
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs every hook call
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["AGENTS", "ENV_KEYS", "PROTOCOL", "runtime_dir", "socket_path"]
+__all__ = ["AGENTS", "ENV_KEYS", "PROTOCOL", "forward", "main", "runtime_dir", "socket_path"]
 
 AGENTS = ("claude-code", "codex", "gemini")
 """The coding agents ``loopwarden hook`` and ``install`` accept (adapters in ``hooks.agents``)."""
 
-PROTOCOL = "LWH1"
+PROTOCOL = "LWH2"
 """Wire version of a forwarded event; part of the socket name, so versions never meet."""
 
 ENV_KEYS = (
@@ -34,6 +48,9 @@ ENV_KEYS = (
 )
 """The environment an answer depends on, sent so that the helper answers as the hook would."""
 
+_OWN_KEYS = ("LOOPWARDEN_RUNTIME_DIR", "XDG_RUNTIME_DIR", "LOOPWARDEN_HOOK_DAEMON")
+_NO_HELPER_FLAGS = ("--no-daemon", "--stop-daemon", "-h", "--help")
+
 
 def runtime_dir(env: "Mapping[str, str]") -> str:
     """The private directory of the helper's socket."""
@@ -41,15 +58,125 @@ def runtime_dir(env: "Mapping[str, str]") -> str:
     if d:
         return d
     d = env.get("XDG_RUNTIME_DIR")
-    return d + "/loopwarden" if d else f"/tmp/loopwarden-{os.getuid()}"
+    if d:
+        return d + "/loopwarden"
+    return f"/tmp/loopwarden-{_posix.getuid() if _POSIX else 0}"
 
 
 def socket_path(env: "Mapping[str, str]") -> str:
-    """The helper's socket: one per environment and installation."""
-    # FNV-1a, as hashlib costs an import. The installation is the loopwarden
-    # package directory (this file's grandparent), as it was in loopwarden.cli.
+    """The helper's socket: one per Python environment and loopwarden installation."""
+    # FNV-1a, as hashlib costs an import. The environment is the interpreter's
+    # directory (sys.prefix is not the virtualenv under -S); the installation is
+    # the loopwarden package directory (this file's grandparent).
     h = 0xCBF29CE484222325
-    key = f"{sys.prefix}\0{os.path.dirname(os.path.dirname(__file__))}\0{PROTOCOL}"
+    python = (sys.executable or sys.prefix).rpartition("/")[0]
+    package = __file__.replace("\\", "/").rsplit("/", 2)[0]
+    key = f"{python}\0{package}\0{PROTOCOL}"
     for byte in key.encode("utf-8", "surrogateescape"):
         h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return f"{runtime_dir(env)}/hook-{h:016x}.sock"
+
+
+def _environ() -> dict[str, str]:
+    """The few environment variables the fast path needs (``posix.environ`` is bytes)."""
+    raw: dict[bytes, bytes] = _posix.environ if _POSIX else {}
+    found = {}
+    for key in (*ENV_KEYS, *_OWN_KEYS):
+        value = raw.get(key.encode())
+        if value is not None:
+            found[key] = value.decode("utf-8", "surrogateescape")
+    return found
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def forward(argv: "list[str]", payload: bytes) -> "tuple[int, bytes, bytes] | None":
+    """Have the helper answer the event: (exit code, stdout, stderr), or None when no
+    helper took it (nothing was sent; the caller handles it in process)."""
+    if not _POSIX:
+        return None
+    env = _environ()
+    path = socket_path(env)
+    try:
+        st = _posix.stat(path.rpartition("/")[0])
+    except OSError:
+        return None
+    if st.st_uid != _posix.getuid() or st.st_mode & 0o077:
+        return None  # never talk to a socket in a directory others control
+    try:
+        import _socket
+
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except (ImportError, AttributeError, OSError):
+        return None
+    try:
+        sock.settimeout(2.0)
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    try:
+        cwd = _posix.getcwd()
+    except OSError:
+        cwd = ""
+    pairs = [f"{k}={env[k]}" for k in ENV_KEYS if k in env]
+    fields = [PROTOCOL, cwd, str(len(argv)), *argv, str(len(pairs)), *pairs, ""]
+    chunks = []
+    try:
+        sock.settimeout(20.0)  # above the store's busy timeout, below the agents' hook timeout
+        sock.sendall(b"\0".join([_encode(f) for f in fields]) + payload)
+        sock.shutdown(_socket.SHUT_WR)
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except OSError as exc:
+        # The event may be recorded already: never handle it twice; allow (fail open).
+        return 0, b"{}", f"loopwarden: the hook helper failed ({exc}); allowed\n".encode()
+    finally:
+        sock.close()
+    code, _, rest = b"".join(chunks).partition(b"\0")
+    if code == b"R":
+        return None  # the helper is outdated and exiting
+    size, _, rest = rest.partition(b"\0")
+    try:
+        return int(code), rest[int(size) :], rest[: int(size)]
+    except ValueError:
+        return 0, b"{}", b"loopwarden: malformed answer from the hook helper; allowed\n"
+
+
+def _helper_allowed(argv: "list[str]") -> bool:
+    if not argv or argv[0] not in AGENTS or not _POSIX:
+        return False
+    if any(flag in argv for flag in _NO_HELPER_FLAGS):
+        return False
+    setting = _environ().get("LOOPWARDEN_HOOK_DAEMON", "1").lower()
+    return setting not in ("0", "off", "no", "false")
+
+
+def main(argv: "list[str]") -> int:
+    """``loopwarden hook AGENT [options]``: one event from stdin, the answer on stdout."""
+    payload = None
+    if _helper_allowed(argv):
+        try:
+            payload = sys.stdin.buffer.read()
+        except (AttributeError, OSError, ValueError):
+            payload = b""
+        try:
+            answer = forward(argv, payload)
+        except Exception:  # a bug here must not cost the event: handle it in process
+            answer = None
+        if answer is not None:
+            if answer[2]:
+                sys.stderr.buffer.write(answer[2])
+                sys.stderr.flush()
+            sys.stdout.buffer.write(answer[1])
+            sys.stdout.flush()
+            return answer[0]
+    if "site" not in sys.modules:  # started with -S (installed command): the full hook needs it
+        import site
+
+        site.main()
+    from .runner import run_cli
+
+    return run_cli(argv, payload)

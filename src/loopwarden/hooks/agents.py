@@ -5,21 +5,30 @@ Claude Code and Codex CLI share one vocabulary (``hookSpecificOutput`` with
 Gemini CLI uses its own event names and a top-level ``decision``/``reason``.
 Denials always use the JSON answer with exit code 0: exit code 2 would show
 the hook's command line to the model.
+
+Each adapter answers only with what its CLI accepts (observed with the real
+CLIs, see docs/hooks.md): Codex treats ``continue: false`` on ``PreToolUse`` as
+a failed hook and runs the call, so a Codex stop is a deny of that call and of
+every later call of the turn.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._protocol import AGENTS
 
-__all__ = ["ADAPTERS", "Adapter", "Call", "Kind"]
+__all__ = ["ADAPTERS", "Adapter", "BatchEntry", "Call", "Kind", "scrub_gemini_shell"]
 
-Kind = Literal["pre", "post", "failure", "compact", "prompt"]
-"""What an event means for the guard: check a call, record an outcome (``failure``
-for a failed call), arm the post-compaction guard, or a new user prompt."""
+Kind = Literal["pre", "post", "failure", "batch", "model", "compact", "prompt", "end"]
+"""What an event means for the guard: check a call (``pre``), record an outcome
+(``post``; ``failure`` for a failed call; ``batch`` for every call of a batch),
+look at the conversation before a model request (``model``), arm the
+post-compaction guard (``compact``), a new user prompt (``prompt``), or the end
+of the session (``end``)."""
 
 
 @dataclass(frozen=True)
@@ -31,31 +40,47 @@ class Call:
     call_id: str | None
 
 
+@dataclass(frozen=True)
+class BatchEntry:
+    """One call of a batch event: its outcome, or the agent's "no such tool" answer."""
+
+    call: Call
+    outcome: dict[str, Any]
+    missing: bool
+
+
 def _text(value: Any) -> str | None:
     if isinstance(value, str) and value.strip():
         return value.strip()
     return None
 
 
+def _call_id(value: Any) -> str | None:
+    return str(value) if isinstance(value, (str, int)) and str(value) else None
+
+
 class Adapter:
     """Claude Code's event names and answers (Codex and Gemini adjust them)."""
 
     name = "claude-code"
-    transcript: Literal["claude", "codex"] | None = "claude"
-    # event name -> kind
+    transcript: Literal["codex", "gemini"] | None = None
+    """Where unknown-tool calls are read from, if no event reports them (Claude: the batch)."""
     events: Mapping[str, Kind] = {
         "PreToolUse": "pre",
+        "PostToolBatch": "batch",
+        # Not installed any more (PostToolBatch sees every call), still understood.
         "PostToolUse": "post",
         "PostToolUseFailure": "failure",
-        "PreCompact": "compact",
+        "SessionEnd": "end",
     }
     # (event, matcher) pairs that ``loopwarden install`` registers; None = no matcher key.
+    # No PreCompact: Claude Code shows every PreCompact command line to the model
+    # after /compact; SessionStart with source "compact" comes after every compaction.
     install_events: tuple[tuple[str, str | None], ...] = (
         ("PreToolUse", ""),
-        ("PostToolUse", ""),
-        ("PostToolUseFailure", ""),
-        ("PreCompact", ""),
+        ("PostToolBatch", None),
         ("SessionStart", "compact"),
+        ("SessionEnd", None),
     )
     timeout: int = 30
     """Hook timeout written by ``install``, in the agent's unit (seconds here)."""
@@ -81,12 +106,7 @@ class Adapter:
         tool = _text(event.get("tool_name"))
         if tool is None:
             return None
-        call_id = event.get("tool_use_id")
-        return Call(
-            tool,
-            event.get("tool_input", {}),
-            str(call_id) if isinstance(call_id, (str, int)) and str(call_id) else None,
-        )
+        return Call(tool, event.get("tool_input", {}), _call_id(event.get("tool_use_id")))
 
     def outcome(self, kind: Kind, event: Mapping[str, Any]) -> dict[str, Any] | None:
         """``{"result": ...}`` or ``{"error": ...}`` for ``after_call``; None if absent."""
@@ -97,9 +117,31 @@ class Adapter:
             return None
         return {"result": event["tool_response"]}
 
+    def batch(self, event: Mapping[str, Any]) -> list[BatchEntry]:
+        """The calls of a ``PostToolBatch`` event (each with the text the model got)."""
+        calls = event.get("tool_calls")
+        found: list[BatchEntry] = []
+        if not isinstance(calls, list):
+            return found
+        for item in calls:
+            if not isinstance(item, Mapping):
+                continue
+            call = self.call(item)
+            if call is None or "tool_response" not in item:
+                continue
+            response = item["tool_response"]
+            text = response if isinstance(response, str) else None
+            error = _claude_error(text) if text is not None else None
+            if error is None:
+                found.append(BatchEntry(call, {"result": response}, False))
+            else:
+                missing = _CLAUDE_MISSING.search(error) is not None
+                found.append(BatchEntry(call, {"error": error}, missing))
+        return found
+
     # -- answers -----------------------------------------------------------
     def allow(self, kind: Kind, event_name: str, context: str | None) -> dict[str, Any]:
-        if not context or kind not in ("pre", "post", "failure"):
+        if not context or kind not in ("pre", "post", "failure", "batch"):
             return {}
         return {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": context}}
 
@@ -113,11 +155,39 @@ class Adapter:
         }
 
     def stop(self, kind: Kind, event_name: str, reason: str) -> dict[str, Any]:
-        """End the agent's turn; a pending call is denied too."""
-        answer = (
-            self.deny(event_name, reason) if kind == "pre" else self.allow(kind, event_name, reason)
-        )
-        return {"continue": False, "stopReason": reason, **answer}
+        """End the agent's turn; a pending call is denied too.
+
+        ``stopReason`` is shown nowhere by Claude Code 2.1; ``systemMessage`` reaches
+        the user in stream-json output (text mode: see the SessionEnd report).
+        """
+        answer: dict[str, Any] = {"continue": False, "stopReason": reason, "systemMessage": reason}
+        if kind == "pre":
+            answer.update(self.deny(event_name, reason))
+        return answer
+
+    def model_note(self, event: Mapping[str, Any], note: str) -> dict[str, Any]:
+        """Show ``note`` to the model with its next request (only where a CLI allows it)."""
+        return {}
+
+
+# What Claude Code answers the model for a call it could not make, as the
+# PostToolBatch event reports it ("<tool_use_error>Error: ...</tool_use_error>"),
+# and for a failed shell command ("Exit code N\n...").
+_CLAUDE_TOOL_ERROR = re.compile(r"^\s*<tool_use_error>(.*)</tool_use_error>\s*$", re.DOTALL)
+_CLAUDE_EXIT = re.compile(r"^Exit code \d+\b")
+_CLAUDE_MISSING = re.compile(r"No such tool available:")
+
+
+def _claude_error(text: str) -> str | None:
+    match = _CLAUDE_TOOL_ERROR.match(text)
+    if match is not None:
+        return match.group(1).strip()
+    return text if _CLAUDE_EXIT.match(text) else None
+
+
+_CODEX_STOP = (
+    "No tool call will run again in this turn: stop calling tools and tell the user what happened."
+)
 
 
 class CodexAdapter(Adapter):
@@ -130,42 +200,87 @@ class CodexAdapter(Adapter):
         "PreToolUse": "pre",
         "PostToolUse": "post",
         "PostToolUseFailure": "failure",
-        "PreCompact": "compact",
+        "PreCompact": "compact",  # installed by older loopwarden versions
         "PostCompact": "compact",
     }
     install_events = (
         ("PreToolUse", ""),
         ("PostToolUse", ""),
-        ("PreCompact", ""),
         ("PostCompact", ""),
     )
 
     def run_id(self, event: Mapping[str, Any]) -> str | None:
         return _text(event.get("turn_id"))
 
+    def deny(self, event_name: str, reason: str) -> dict[str, Any]:
+        # Codex shows "Command blocked by PreToolUse hook: <reason>. Command: ...".
+        return super().deny(event_name, reason.rstrip().removesuffix("."))
+
+    def stop(self, kind: Kind, event_name: str, reason: str) -> dict[str, Any]:
+        """Codex ends no turn for a hook: on ``PreToolUse`` only a deny is accepted
+        (``continue: false`` there fails the hook and the call runs). After a call,
+        ``continue: false`` replaces the call's output with the reason."""
+        # The model is not stopped, so it is told to stop: this is the one turn it has.
+        reason = f"{reason} {_CODEX_STOP}"
+        if kind == "pre":
+            return self.deny(event_name, reason)
+        return {"continue": False, "stopReason": reason}
+
+
+# Gemini CLI's run_shell_command result: the process group id and the ids of
+# background processes are new on every run of the same command.
+_GEMINI_SHELL_VOLATILE = (
+    (re.compile(r"Process Group PGID: \d+"), "Process Group PGID: #"),
+    (re.compile(r"Background PIDs: \d+(?:, \d+)*"), "Background PIDs: #"),
+    (re.compile(r"\(PID: \d+\)"), "(PID: #)"),
+)
+
+
+def scrub_gemini_shell(value: Any) -> Any:
+    """``value`` (a shell result, any shape) without Gemini's per-run process ids."""
+    if isinstance(value, str):
+        for pattern, replacement in _GEMINI_SHELL_VOLATILE:
+            value = pattern.sub(replacement, value)
+        return value
+    if isinstance(value, list):
+        return [scrub_gemini_shell(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: scrub_gemini_shell(v) for k, v in value.items()}
+    return value
+
 
 class GeminiAdapter(Adapter):
-    """Gemini CLI: ``BeforeTool``/``AfterTool``, ``PreCompress``, ``BeforeAgent`` starts a
-    run; no call ids; answers use a top-level ``decision``/``reason``."""
+    """Gemini CLI: ``BeforeTool``/``AfterTool``, ``BeforeModel`` before every model
+    request, ``BeforeAgent`` starts a run; no call ids; answers use a top-level
+    ``decision``/``reason``."""
 
     name = "gemini"
-    transcript = None  # Gemini's transcript is one JSON document, not an appendable log
+    transcript = "gemini"
     events: Mapping[str, Kind] = {
         "BeforeTool": "pre",
-        "AfterTool": "post",
-        "PreCompress": "compact",
+        "AfterTool": "post",  # installed by older loopwarden versions
+        "BeforeModel": "model",
         "BeforeAgent": "prompt",
     }
+    # BeforeModel comes before every model request and reads what the calls since
+    # the last one returned from the session transcript (Gemini writes them there
+    # before it sends them): no AfterTool hook, one process less per tool call.
+    # Gemini 0.61 fires PreCompress (trigger "auto") before every model request,
+    # whether or not it compresses: BeforeModel sees a real compression in the
+    # transcript instead. Only /compress (trigger "manual") is hooked, through a
+    # matcher, so the other PreCompress events start no process at all.
     install_events = (
         ("BeforeTool", None),
-        ("AfterTool", None),
-        ("PreCompress", None),
+        ("BeforeModel", None),
         ("BeforeAgent", None),
+        ("PreCompress", "manual"),
     )
     timeout = 30000  # Gemini's hook timeouts are milliseconds
 
     def kind(self, event: Mapping[str, Any]) -> Kind | None:
         name = event.get("hook_event_name")
+        if name == "PreCompress":
+            return "compact" if event.get("trigger") == "manual" else None
         return self.events.get(name) if isinstance(name, str) else None
 
     def run_id(self, event: Mapping[str, Any]) -> str | None:
@@ -185,10 +300,37 @@ class GeminiAdapter(Adapter):
                 if isinstance(error, Mapping) and isinstance(error.get("message"), str):
                     return {"error": error["message"]}
                 return {"error": error}
+        if event.get("tool_name") == "run_shell_command":
+            response = scrub_gemini_shell(response)
         return {"result": response}
 
     def deny(self, event_name: str, reason: str) -> dict[str, Any]:
         return {"decision": "deny", "reason": reason}
+
+    def stop(self, kind: Kind, event_name: str, reason: str) -> dict[str, Any]:
+        """``continue: false`` ends the run (before a tool: instead of it; before a
+        model request: instead of the request); Gemini prints the reason on stderr."""
+        answer: dict[str, Any] = {"continue": False, "stopReason": reason}
+        if kind == "pre":
+            answer.update(self.deny(event_name, reason))
+        return answer
+
+    def model_note(self, event: Mapping[str, Any], note: str) -> dict[str, Any]:
+        """The request's text messages as they are, plus ``note`` as a last user message.
+
+        Gemini merges the returned messages back into the request by position (tool
+        calls and results are kept); the note is sent with this request only.
+        """
+        request = event.get("llm_request")
+        messages = request.get("messages") if isinstance(request, Mapping) else None
+        if not isinstance(messages, list):
+            return {}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "BeforeModel",
+                "llm_request": {"messages": [*messages, {"role": "user", "content": note}]},
+            }
+        }
 
 
 _BY_NAME = {cls.name: cls() for cls in (Adapter, CodexAdapter, GeminiAdapter)}

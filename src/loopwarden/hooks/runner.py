@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import orjson
 
 from .._logging import logger
+from ..engine.detect import UNKNOWN_TOOL_REPEAT
 from ..errors import ConfigError, LoopAbort
-from ..guard import RunGuard
-from ..stores import SideRecords
-from .agents import ADAPTERS, Adapter, Kind
+from ..guard import Decision, RunGuard
+from .agents import ADAPTERS, Adapter, BatchEntry, Kind
 from .context import HookContext, HookEntry
 from .hooklog import start_capture, write_log
 from .options import (
@@ -43,10 +42,12 @@ from .options import (
     parse_args,
     store_url,
 )
-from .transcript import Cursor, UnknownCall, scan
+from .session import remember_stop, session_key, step_session
+from .transcript import UnknownCall
 
 __all__ = [
     "HOOK_DEFAULT_CONFIG",
+    "Answer",
     "HookContext",
     "HookEntry",
     "HookOptions",
@@ -83,65 +84,107 @@ def _join(*parts: str | None) -> str | None:
     return "\n\n".join(texts) if texts else None
 
 
-def session_key(agent: str, agent_id: str, session: str) -> str:
-    """Key of a session's side record (latest run, transcript offset) in the SQLite file."""
-    return f"hook\x1f{agent}\x1f{agent_id}\x1f{session}"
+class Answer(NamedTuple):
+    """An event's JSON answer, and (rarely) an exit code and text for stderr."""
+
+    json: dict[str, Any]
+    code: int = 0
+    err: str = ""
 
 
-def _session_step(
-    side: SideRecords,
-    adapter: Adapter,
-    kind: Kind,
-    event: Mapping[str, Any],
-    session: str,
-    agent_id: str,
-) -> tuple[str, list[UnknownCall]]:
-    """Find the run, remember it for later events, and read new transcript lines."""
-    explicit = adapter.run_id(event)
-    transcript = _str(event.get("transcript_path"))
-    fmt = adapter.transcript
-    scan_now = fmt is not None and transcript is not None and kind in ("pre", "post", "failure")
+def _miss_note(tool: str, decision: Decision) -> str:
+    """What the model is told about a call of a missing tool, which the agent has
+    already answered (loopwarden could not block it, so the note does not say so)."""
+    det = decision.detection
+    if det is not None and det.detector == UNKNOWN_TOOL_REPEAT:
+        times = f"{det.count + 1} times in a row"
+    else:
+        times = "again and again"
+    return (
+        f"CRITICAL: loopwarden: there is no tool named {tool!r} here, and it has been "
+        f"called {times}. Do not call it again; continue with the tools you have, or "
+        "answer without it."
+    )
 
-    def step(old: bytes | None) -> tuple[bytes, tuple[str, list[UnknownCall]]]:
-        data: dict[str, Any] = {}
-        if old:
-            try:
-                loaded = orjson.loads(old)
-                data = loaded if isinstance(loaded, dict) else {}
-            except orjson.JSONDecodeError:
-                data = {}
-        if kind == "prompt":
-            stamp = _str(event.get("timestamp")) or str(time.time_ns())
-            data["run"] = f"{session}@{stamp}"
-        elif explicit is not None:
-            data["run"] = explicit
-        run = explicit or _str(data.get("run")) or session
-        found: list[UnknownCall] = []
-        if scan_now and fmt is not None and transcript is not None:
-            cursor = Cursor.load(data.get("t"), transcript)
-            found = scan(fmt, cursor, _str(event.get("prompt_id")))
-            data["t"] = cursor.dump()
-        return orjson.dumps(data), (run, found)
 
-    try:
-        return side.transact_value(session_key(adapter.name, agent_id, session), step)
-    except Exception:
-        logger.exception("loopwarden hook: could not read the session record; continuing")
-        return explicit or session, []
+def _stop_text(abort: LoopAbort) -> str:
+    """The stop message; for a missing tool, with the name as the model wrote it."""
+    if abort.detector == UNKNOWN_TOOL_REPEAT:
+        return (
+            f"CRITICAL: loopwarden stopped this run: there is no tool named "
+            f"{abort.tool_name!r} here, and it was called {abort.count + 1} times in a row."
+        )
+    return abort.message
 
 
 def _replay_unknown(run: RunGuard, calls: list[UnknownCall]) -> list[str]:
-    """Feed unknown-tool calls (which fired no hook) to the guard; returns notes for the model."""
-    notes: list[str] = []
+    """Feed unknown-tool calls (which fired no hook) to the guard; the note for the model.
+
+    The agent has answered each of them already: only the latest note is kept.
+    """
+    note: str | None = None
     for call in calls:
         decision = run.before_call(call.tool, call.params, call.call_id)
         if decision.blocked:
-            notes.append(decision.message or "")
+            note = _miss_note(call.tool, decision)
             continue
-        note = run.after_call(call.tool, call.params, call.call_id, error=call.error)
+        note = run.after_call(call.tool, call.params, call.call_id, error=call.error) or note
+    return [note] if note else []
+
+
+def _record(run: RunGuard, entries: Iterable[BatchEntry], with_ids: bool) -> list[str]:
+    """Record calls that ran (or missed) and their outcomes; the notes for the model.
+
+    ``with_ids``: the calls were checked under these call ids (Claude Code's
+    PostToolBatch); Gemini's BeforeTool has none, so its calls pair without them.
+    """
+    notes: list[str] = []
+    for entry in entries:
+        call = entry.call
+        if entry.missing:
+            miss = UnknownCall(call.tool, call.params, call.call_id, str(entry.outcome["error"]))
+            notes += _replay_unknown(run, [miss])
+            continue
+        call_id = call.call_id if with_ids else None
+        note = run.after_call(call.tool, call.params, call_id, **entry.outcome)
         if note:
             notes.append(note)
     return notes
+
+
+def _act(
+    adapter: Adapter,
+    kind: Kind,
+    name: str,
+    event: Mapping[str, Any],
+    run: RunGuard,
+    notes: list[str],
+    calls: Iterable[BatchEntry] = (),
+) -> dict[str, Any]:
+    """The answer to an event once the session step is done (may raise LoopAbort)."""
+    if kind in ("compact", "prompt"):
+        return {}
+    if kind == "model":
+        note = _join(*notes, *_record(run, calls, with_ids=False))
+        return adapter.model_note(event, note) if note else {}
+    if kind == "batch":
+        notes += _record(run, adapter.batch(event), with_ids=True)
+        return adapter.allow(kind, name, _join(*notes))
+    call = adapter.call(event)
+    if call is None:
+        logger.warning("loopwarden hook: %s event without tool_name; allowed", name)
+        return adapter.allow(kind, name, _join(*notes))
+    if kind == "pre":
+        decision = run.before_call(call.tool, call.params, call.call_id)
+        if decision.blocked:
+            return adapter.deny(name, _join(decision.message, *notes) or "")
+        return adapter.allow(kind, name, _join(*notes))
+    outcome = adapter.outcome(kind, event)
+    if outcome is None:
+        logger.warning("loopwarden hook: %s event without tool_response; not recorded", name)
+        return adapter.allow(kind, name, _join(*notes))
+    note = run.after_call(call.tool, call.params, call.call_id, **outcome)
+    return adapter.allow(kind, name, _join(note, *notes))
 
 
 def _process(
@@ -150,48 +193,39 @@ def _process(
     env: Mapping[str, str],
     cwd: str,
     event: Mapping[str, Any],
-) -> dict[str, Any]:
+) -> Answer:
     adapter = ADAPTERS[opts.agent]
     kind = adapter.kind(event)
     if kind is None:
-        return {}  # an event loopwarden does not act on
+        return Answer({})  # an event loopwarden does not act on
     name = str(event["hook_event_name"])
     session = _str(event.get("session_id"))
     if session is None:
         logger.warning("loopwarden hook: %s event without session_id; allowed", name)
-        return {}
+        return Answer({})
     try:
         entry = ctx.guard_for(opts, env, cwd)
     except ConfigError as exc:
         logger.error("loopwarden hook: %s; every call is allowed until this is fixed", exc)
-        return {}
+        return Answer({})
     agent_id = agent_id_for(opts, env)
-    run_id, unknown = _session_step(entry.side, adapter, kind, event, session, agent_id)
-    run = entry.guard.run(run_id, session_id=session, agent_id=agent_id)
+    step = step_session(entry.side, adapter, kind, event, session, agent_id)
+    if kind == "end":
+        # A failing SessionEnd hook is the one thing `claude -p` prints in text mode.
+        return Answer({}, 1, f"{step.report}\n") if step.report else Answer({})
+    run = entry.guard.run(step.run, session_id=session, agent_id=agent_id)
     try:
-        notes = _replay_unknown(run, unknown) if unknown else []
-        if kind == "compact":
+        # Calls read from the transcript that ran before the compaction count before it.
+        notes = _record(run, step.calls[: step.split], with_ids=False)
+        if step.arm:
             run.on_compaction()
-            return {}
-        if kind == "prompt":
-            return {}
-        call = adapter.call(event)
-        if call is None:
-            logger.warning("loopwarden hook: %s event without tool_name; allowed", name)
-            return adapter.allow(kind, name, _join(*notes))
-        if kind == "pre":
-            decision = run.before_call(call.tool, call.params, call.call_id)
-            if decision.blocked:
-                return adapter.deny(name, _join(decision.message, *notes) or "")
-            return adapter.allow(kind, name, _join(*notes))
-        outcome = adapter.outcome(kind, event)
-        if outcome is None:
-            logger.warning("loopwarden hook: %s event without tool_response; not recorded", name)
-            return adapter.allow(kind, name, _join(*notes))
-        note = run.after_call(call.tool, call.params, call.call_id, **outcome)
-        return adapter.allow(kind, name, _join(note, *notes))
+        notes += _replay_unknown(run, step.unknown) if step.unknown else []
+        after = step.calls[step.split :]
+        return Answer(_act(adapter, kind, name, event, run, notes, after))
     except LoopAbort as abort:
-        return adapter.stop(kind, name, abort.message)
+        message = _stop_text(abort)
+        remember_stop(entry.side, session_key(adapter.name, agent_id, session), message)
+        return Answer(adapter.stop(kind, name, message))
 
 
 def _answer(
@@ -218,7 +252,8 @@ def _answer(
     session = _str(event.get("session_id"))
     if session:
         context = f"{context} session={session}"
-    return Reply(0, orjson.dumps(_process(ctx, opts, env, cwd, event)), ""), context
+    answer = _process(ctx, opts, env, cwd, event)
+    return Reply(answer.code, orjson.dumps(answer.json), answer.err), context
 
 
 def handle(

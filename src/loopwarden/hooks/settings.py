@@ -7,33 +7,41 @@ loopwarden adds one matcher group per event, holding one command handler, and
 recognises its own handlers by their command (``... loopwarden hook AGENT`` or
 ``... -m loopwarden hook AGENT``), so that installing twice changes nothing and
 uninstalling removes exactly those handlers and nothing else.
+
+Files are edited as text (:mod:`._jsonedit`): only loopwarden's entries are
+added or removed, every other byte stays as the user wrote it. A file with a
+key written twice is refused: JSON readers differ on which copy wins.
 """
 
 from __future__ import annotations
 
-import copy
+import functools
 import json
 import os
 import shlex
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+from . import _jsonedit
 from .agents import ADAPTERS
 
 __all__ = [
     "AGENT_TITLES",
     "SCOPES",
+    "Edit",
     "Scope",
     "SettingsError",
     "add_hooks",
     "backup_path",
+    "hook_arguments",
     "hook_command",
     "installed_hooks",
     "is_loopwarden_command",
     "read_settings",
+    "read_text",
     "remove_hooks",
     "settings_path",
     "write_settings",
@@ -69,28 +77,55 @@ def settings_path(agent: str, scope: Scope, env: Mapping[str, str], project: Pat
 
 
 def _executable() -> list[str]:
-    """The most robust way to start this installation's ``loopwarden`` command."""
-    script = Path(sys.executable).parent / ("loopwarden.exe" if os.name == "nt" else "loopwarden")
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "loopwarden"]
+    """The cheapest robust way to start this installation's hook.
+
+    On POSIX: this interpreter without ``site`` (``-S``) running three lines that
+    put loopwarden's directory on the path and call the hook's fast path. (A
+    missing loopwarden then fails with exit code 1, a non-blocking hook error,
+    where a missing script file would be Python's exit code 2, which the agents
+    read as "deny every call".) Elsewhere: the ``loopwarden`` script.
+    """
+    import loopwarden
+
+    python = Path(sys.executable)
+    home = Path(loopwarden.__file__ or "").resolve().parent.parent
+    if os.name == "posix" and python.is_file():
+        code = (
+            f"import sys; sys.path[0] = {json.dumps(str(home))}; "
+            f"from {_FAST_PATH} import main; raise SystemExit(main(sys.argv[1:]))"
+        )
+        return [str(python), "-S", "-c", code]
+    launcher = python.parent / ("loopwarden.exe" if os.name == "nt" else "loopwarden")
+    if launcher.is_file() and os.access(launcher, os.X_OK):
+        return [str(launcher), "hook"]
+    return [sys.executable, "-m", "loopwarden", "hook"]
+
+
+_FAST_PATH = "loopwarden.hooks._protocol"
 
 
 def hook_command(agent: str, extra: list[str] | None = None) -> str:
     """The shell command the agent runs: absolute paths, quoted for ``sh``."""
-    return shlex.join([*_executable(), "hook", agent, *(extra or [])])
+    return shlex.join([*_executable(), agent, *(extra or [])])
 
 
-def is_loopwarden_command(command: object, agent: str | None = None) -> bool:
-    """True for a command that runs ``loopwarden hook`` (for ``agent``, if given)."""
+def hook_arguments(command: object) -> list[str] | None:
+    """The hook's own arguments (``AGENT [options]``) in a loopwarden hook command;
+    None when ``command`` does not run loopwarden's hook."""
     if not isinstance(command, str):
-        return False
+        return None
     try:
         words = shlex.split(command)
     except ValueError:
-        return False
+        return None
     for index, word in enumerate(words):
         name = os.path.basename(word)
+        if (
+            word == "-c"
+            and index + 1 < len(words)
+            and f"from {_FAST_PATH} import" in words[index + 1]
+        ):
+            return words[index + 2 :]
         if name in ("loopwarden", "loopwarden.exe"):
             rest = words[index + 1 :]
         elif word == "-m" and index + 1 < len(words) and words[index + 1] == "loopwarden":
@@ -98,20 +133,27 @@ def is_loopwarden_command(command: object, agent: str | None = None) -> bool:
         else:
             continue
         if rest[:1] == ["hook"]:
-            return agent is None or rest[1:2] == [agent]
-    return False
+            return rest[1:]
+    return None
 
 
-def read_settings(path: Path) -> JsonObject | None:
-    """The file's JSON object, or None when it does not exist."""
+def is_loopwarden_command(command: object, agent: str | None = None) -> bool:
+    """True for a command that runs ``loopwarden hook`` (for ``agent``, if given)."""
+    args = hook_arguments(command)
+    return args is not None and (agent is None or args[:1] == [agent])
+
+
+def read_text(path: Path) -> str | None:
+    """The file's text, checked to be one JSON object without repeated keys; None when
+    the file does not exist."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")  # as it is: no newline translation
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"{path}: cannot read the settings file ({exc})") from None
     if not text.strip():
-        return {}
+        return text
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -130,7 +172,23 @@ def read_settings(path: Path) -> JsonObject | None:
         ) from None
     if not isinstance(data, dict):
         raise SettingsError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    return data
+    repeated = _jsonedit.duplicate_keys(_jsonedit.parse(text))
+    if repeated:
+        key, offset = repeated[0]
+        line = text.count("\n", 0, offset) + 1
+        raise SettingsError(
+            f"{path}:{line}: the key {key!r} appears more than once; the agent reads only "
+            "one of them. Merge them into one, then run the command again"
+        )
+    return text
+
+
+def read_settings(path: Path) -> JsonObject | None:
+    """The file's JSON object, or None when it does not exist."""
+    text = read_text(path)
+    if text is None:
+        return None
+    return json.loads(text) if text.strip() else {}
 
 
 def _hooks_table(data: JsonObject, path: Path) -> JsonObject:
@@ -169,76 +227,127 @@ def _group(agent: str, matcher: str | None, command: str) -> JsonObject:
     return group
 
 
-def _strip(groups: list[Any], agent: str) -> tuple[list[Any], int]:
-    """``groups`` without loopwarden's handlers for ``agent`` (emptied groups dropped)."""
-    kept: list[Any] = []
-    removed = 0
-    for group in groups:
-        handlers = _handlers(group)
-        mine = [h for h in handlers if _ours(h, agent)]
-        if not mine:
-            kept.append(group)
+class Edit(NamedTuple):
+    """A settings file's new text, the events that changed, and the containers
+    (``hooks``, event lists) that loopwarden created in it."""
+
+    text: str
+    changed: list[str]
+    created: list[str]
+
+
+def _target(
+    text: str, agent: str, events: set[str] | None, changed: list[str], drop: set[str] | None
+) -> tuple[_jsonedit.Node, int] | None:
+    """The next of loopwarden's entries to remove (a handler, a group of only ours, or an
+    event list that only ours were in when it is in ``drop``; None: all of them)."""
+    root = _jsonedit.parse(text)
+    hooks = root.get("hooks")
+    if hooks is None or hooks.kind != "object":
+        return None
+    for index, (event, _) in enumerate(hooks.keys):
+        groups = hooks.items[index]
+        if (events is not None and event not in events) or groups.kind != "array":
             continue
-        removed += len(mine)
-        rest = [h for h in handlers if not _ours(h, agent)]
-        if rest:
-            kept.append({**group, "hooks": rest})
-    return kept, removed
-
-
-def add_hooks(
-    data: JsonObject | None, agent: str, command: str, path: Path
-) -> tuple[JsonObject, list[str]]:
-    """``data`` with loopwarden's entries for ``agent``; also the events that changed."""
-    result = copy.deepcopy(data) if data is not None else {}
-    hooks = _hooks_table(result, path)
-    wanted = dict(ADAPTERS[agent].install_events)
-    changed: list[str] = []
-    for event in list(hooks):
-        if event not in wanted:  # left over from an older loopwarden: remove ours only
-            kept, removed = _strip(hooks[event], agent)
-            if removed:
+        for position, group in enumerate(json.loads(text[groups.start : groups.end])):
+            handlers = _handlers(group)
+            mine = [i for i, handler in enumerate(handlers) if _ours(handler, agent)]
+            if not mine:
+                continue
+            if event not in changed:
                 changed.append(event)
-                if kept:
-                    hooks[event] = kept
-                else:
-                    del hooks[event]
+            if len(mine) == len(handlers):
+                return groups, position
+            node = groups.items[position].get("hooks")
+            return (node, mine[0]) if node is not None else None
+        if not groups.items and event in changed and (drop is None or event in drop):
+            return hooks, index
+    if not hooks.items and changed and (drop is None or "hooks" in drop):
+        return root, root.index("hooks")
+    return None
+
+
+def _remove(
+    text: str, agent: str, events: set[str] | None, drop: set[str] | None
+) -> tuple[str, list[str]]:
+    """``text`` without loopwarden's handlers for ``agent`` (in ``events``; None: all),
+    and without the containers in ``drop`` that only they were in."""
+    changed: list[str] = []
+    while (found := _target(text, agent, events, changed, drop)) is not None:
+        text = _jsonedit.remove_item(text, *found)
+    return text, changed
+
+
+def _crlf(edit: Callable[..., Edit]) -> Callable[..., Edit]:
+    """Edit a file with Windows line ends as if it had ``\\n`` ones, and keep its ``\\r\\n``."""
+
+    @functools.wraps(edit)
+    def wrapper(text: str | None, *args: Any, **kwargs: Any) -> Edit:
+        if text is None or "\r\n" not in text:
+            return edit(text, *args, **kwargs)
+        done = edit(text.replace("\r\n", "\n"), *args, **kwargs)
+        return done._replace(text=done.text.replace("\n", "\r\n"))
+
+    return wrapper
+
+
+@_crlf
+def add_hooks(text: str | None, agent: str, command: str, path: Path) -> Edit:
+    """``text`` with loopwarden's entries for ``agent`` (None: no file yet)."""
+    if text is None or not text.strip():
+        text = "{}"
+        fresh = True
+    else:
+        fresh = False
+    data = json.loads(text)
+    hooks = _hooks_table(data, path)
+    wanted = dict(ADAPTERS[agent].install_events)
+    # Left over from an older loopwarden: remove ours only (and lists only ours were in).
+    stale = set(hooks) - set(wanted)
+    text, changed = _remove(text, agent, stale, stale)
+    created: list[str] = []
     for event, matcher in wanted.items():
         desired = _group(agent, matcher, command)
-        groups = hooks.get(event, [])
+        groups = json.loads(text).get("hooks", {}).get(event, [])
         count = sum(_ours(h, agent) for g in groups for h in _handlers(g))
         if count == 1 and desired in groups:
             continue  # already exactly as we would write it
-        kept, _ = _strip(groups, agent)
-        hooks[event] = [*kept, desired]
+        text, _ = _remove(text, agent, {event}, set())
+        root = _jsonedit.parse(text)
+        if root.get("hooks") is None:
+            text = _jsonedit.set_member(text, root, "hooks", {})
+            created.append("hooks")
+            root = _jsonedit.parse(text)
+        table = root.get("hooks")
+        if table is None:  # pragma: no cover - added just above
+            raise SettingsError(f"{path}: could not add the hooks table")
+        groups_node = table.get(event)
+        if groups_node is None:
+            text = _jsonedit.set_member(text, table, event, [desired])
+            created.append(event)
+        else:
+            text = _jsonedit.append_item(text, groups_node, desired)
         changed.append(event)
-    if changed:
-        result["hooks"] = hooks
-    return result, changed
+    if fresh:
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n"
+    return Edit(text, changed, created)
 
 
-def remove_hooks(data: JsonObject | None, agent: str, path: Path) -> tuple[JsonObject, list[str]]:
-    """``data`` without loopwarden's handlers for ``agent``; also the events that changed.
+@_crlf
+def remove_hooks(
+    text: str | None, agent: str, path: Path, created: list[str] | None = None
+) -> Edit:
+    """``text`` without loopwarden's handlers for ``agent``.
 
-    Event lists and the ``hooks`` object are removed when only ours were in them,
-    so installing and then uninstalling gives back the original file content.
+    Event lists and the ``hooks`` object are removed when only ours were in them
+    and loopwarden created them (``created``, from the install record); without a
+    record, emptied event lists and an emptied ``hooks`` object go.
     """
-    result = copy.deepcopy(data) if data is not None else {}
-    if "hooks" not in result:
-        return result, []
-    hooks = _hooks_table(result, path)
-    changed: list[str] = []
-    for event in list(hooks):
-        kept, removed = _strip(hooks[event], agent)
-        if removed:
-            changed.append(event)
-            if kept:
-                hooks[event] = kept
-            else:
-                del hooks[event]
-    if changed and not hooks:
-        del result["hooks"]
-    return result, changed
+    if text is None or not text.strip():
+        return Edit(text or "", [], [])
+    _hooks_table(json.loads(text), path)
+    new, changed = _remove(text, agent, None, None if created is None else set(created))
+    return Edit(new, changed, [])
 
 
 def installed_hooks(data: JsonObject | None, agent: str, path: Path) -> dict[str, list[str]]:
@@ -264,13 +373,13 @@ def backup_path(path: Path) -> Path:
     return candidate
 
 
-def write_settings(path: Path, data: JsonObject) -> Path | None:
-    """Write ``data`` atomically; an existing file is first copied to a timestamped backup.
+def write_settings(path: Path, text: str | bytes) -> Path | None:
+    """Write ``text`` atomically; an existing file is first copied to a timestamped backup.
 
     Returns the backup's path (None when there was no file).
     """
     backup: Path | None = None
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = 0o644
@@ -280,7 +389,7 @@ def write_settings(path: Path, data: JsonObject) -> Path | None:
             backup.write_bytes(path.read_bytes())
             os.chmod(backup, mode)
         tmp = path.with_name(f".{path.name}.loopwarden-{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:

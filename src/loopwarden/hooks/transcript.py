@@ -1,12 +1,18 @@
-"""Unknown-tool calls, read from the session transcript.
+"""Unknown-tool calls (and Gemini's compressions), read from the session transcript.
 
-A call to a tool that does not exist fires no hook in Claude Code or Codex
-CLI: the agent answers the model itself (``No such tool available: X`` /
-``unsupported call: X``). The only trace is the transcript file, so each hook
-invocation reads what was appended since the previous one (a byte offset kept
-with the session) and hands those calls to the guard. The work per invocation
-is bounded: at most :data:`MAX_READ` new bytes, and only lines that can hold a
-tool call or its result are parsed.
+A call to a tool that does not exist fires no tool hook in Codex CLI or Gemini
+CLI: the agent answers the model itself (``unsupported call: X`` / ``Tool "X"
+not found``). The only trace is the transcript file, so the hook reads what was
+appended since its previous read (a byte offset kept with the session) and
+hands those calls to the guard. Gemini CLI also rewrites its history in the
+transcript when it compresses the chat (a ``$set`` of fewer ``messages``),
+which is how a real compression is told apart from its ``PreCompress`` event,
+fired before every request. (Claude Code reports such calls in its
+``PostToolBatch`` event: its transcript, which repeats tool results in
+``api-request-blob`` records, is not read.)
+
+The work per read is bounded: at most :data:`MAX_READ` new bytes, and only
+lines that can hold a tool call, its result or a history rewrite are parsed.
 """
 
 from __future__ import annotations
@@ -16,21 +22,35 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
-__all__ = ["FIRST_TAIL", "MAX_READ", "Cursor", "UnknownCall", "scan"]
+from .agents import BatchEntry, Call, scrub_gemini_shell
+
+__all__ = ["FIRST_TAIL", "MAX_READ", "Cursor", "Found", "UnknownCall", "scan"]
 
 FIRST_TAIL = 256 * 1024
 """A transcript seen for the first time is read from this many bytes before its end."""
 MAX_READ = 1024 * 1024
 """At most this many new bytes are read per invocation (older ones are skipped)."""
 MAX_PENDING = 64
-"""Tool calls remembered while their result has not been read yet."""
+"""Tool calls remembered while their result has not been read yet (and ids already seen)."""
 
-_CLAUDE_UNKNOWN = re.compile(r"No such tool available:\s*([^\s<]+)")
 _CODEX_UNKNOWN = re.compile(r"^unsupported call:\s*(\S+)")
+_GEMINI_UNKNOWN = re.compile(r'^Tool "([^"]+)" not found')
+
+
+class Found(NamedTuple):
+    """What one read of the transcript found."""
+
+    unknown: list[UnknownCall]
+    compacted: bool = False
+    """Gemini: the history was rewritten with fewer messages (a compression)."""
+    calls: tuple[BatchEntry, ...] = ()
+    """Gemini: every tool call completed since the last read, with its outcome."""
+    split: int = 0
+    """Gemini: how many of ``calls`` came before the compression (if ``compacted``)."""
 
 
 @dataclass(frozen=True)
@@ -44,29 +64,57 @@ class UnknownCall:
 
 
 class Cursor:
-    """Where reading stopped in one transcript, plus calls still waiting for a result."""
+    """Where reading stopped in one transcript, calls still waiting for a result,
+    the ids of results already read, and (Gemini) the number of messages."""
 
-    __slots__ = ("offset", "path", "pending")
+    __slots__ = ("messages", "offset", "path", "pending", "seen")
 
-    def __init__(self, path: str, offset: int | None, pending: dict[str, list[Any]]) -> None:
+    def __init__(
+        self,
+        path: str,
+        offset: int | None,
+        pending: dict[str, list[Any]],
+        seen: list[str] | None = None,
+        messages: int = 0,
+    ) -> None:
         self.path = path
         self.offset = offset
         self.pending = pending
+        self.seen = seen if seen is not None else []
+        self.messages = messages
 
     @classmethod
     def load(cls, data: Any, path: str) -> Cursor:
         if isinstance(data, dict) and data.get("p") == path:
             offset = data.get("o")
             pending = data.get("u")
+            seen = data.get("s")
+            messages = data.get("m")
             return cls(
                 path,
                 offset if isinstance(offset, int) and offset >= 0 else None,
                 pending if isinstance(pending, dict) else {},
+                [x for x in seen if isinstance(x, str)] if isinstance(seen, list) else [],
+                messages if isinstance(messages, int) and messages >= 0 else 0,
             )
         return cls(path, None, {})
 
     def dump(self) -> dict[str, Any]:
-        return {"p": self.path, "o": self.offset, "u": self.pending}
+        data: dict[str, Any] = {"p": self.path, "o": self.offset, "u": self.pending}
+        if self.seen:
+            data["s"] = self.seen
+        if self.messages:
+            data["m"] = self.messages
+        return data
+
+    def first_time(self, key: str) -> bool:
+        """True the first time ``key`` (a result or message id) is seen; remembers it."""
+        if key in self.seen:
+            return False
+        self.seen.append(key)
+        if len(self.seen) > MAX_PENDING:
+            del self.seen[0]
+        return True
 
     def remember(self, call_id: str, tool: str, params: Any) -> None:
         self.pending.pop(call_id, None)
@@ -105,6 +153,20 @@ def _read_new(cursor: Cursor) -> bytes:
     return data[: end + 1]
 
 
+def _line_end(path: str) -> int | None:
+    """The offset after the last complete line of ``path`` (None if unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            start = max(0, size - 65536)
+            fh.seek(start)
+            tail = fh.read()
+    except OSError:
+        return None
+    newline = tail.rfind(b"\n")
+    return start + newline + 1 if newline >= 0 else start
+
+
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -127,37 +189,6 @@ def _lines(data: bytes, markers: tuple[bytes, ...]) -> Iterator[dict[str, Any]]:
             continue
         if isinstance(obj, dict):
             yield obj
-
-
-def _claude(data: bytes, cursor: Cursor, prompt_id: str | None) -> list[UnknownCall]:
-    found: list[UnknownCall] = []
-    for obj in _lines(data, (b'"tool_use"', b'"tool_result"')):
-        message = obj.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            continue
-        record_prompt = obj.get("promptId")
-        other_prompt = (
-            prompt_id is not None and isinstance(record_prompt, str) and record_prompt != prompt_id
-        )
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "tool_use" and isinstance(block.get("id"), str):
-                cursor.remember(block["id"], str(block.get("name", "")), block.get("input", {}))
-            elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                call_id = block["tool_use_id"]
-                call = cursor.pending.pop(call_id, None)
-                if block.get("is_error") is not True or other_prompt:
-                    continue
-                match = _CLAUDE_UNKNOWN.search(_text_of(block.get("content")))
-                if match is None:
-                    continue
-                name = match.group(1)
-                tool, params = (call[0], call[1]) if call and call[0] else (name, {})
-                found.append(UnknownCall(tool, params, call_id, f"No such tool available: {name}"))
-    return found
 
 
 def _codex(data: bytes, cursor: Cursor) -> list[UnknownCall]:
@@ -187,13 +218,80 @@ def _codex(data: bytes, cursor: Cursor) -> list[UnknownCall]:
     return found
 
 
-def scan(
-    fmt: Literal["claude", "codex"], cursor: Cursor, prompt_id: str | None = None
-) -> list[UnknownCall]:
-    """Unknown-tool calls appended to the transcript since ``cursor`` (which advances)."""
+def _gemini_outcome(call: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
+    """A completed Gemini call's outcome as the model got it (its functionResponse), and
+    whether the tool does not exist; None while it has no result."""
+    result = call.get("result")
+    if not isinstance(result, list):
+        return None
+    for part in result:
+        response = part.get("functionResponse") if isinstance(part, dict) else None
+        answer = response.get("response") if isinstance(response, dict) else None
+        if not isinstance(answer, dict):
+            continue
+        error = answer.get("error")
+        if isinstance(error, str) and error:
+            return {"error": error}, _GEMINI_UNKNOWN.match(error) is not None
+        if call.get("name") == "run_shell_command":
+            answer = scrub_gemini_shell(answer)
+        return {"result": answer}, False
+    return None
+
+
+def _gemini(data: bytes, cursor: Cursor) -> Found:
+    """Gemini CLI's JSONL session: ``gemini`` records carry the completed tool calls
+    (each record is written again as calls complete: ids are read once), and a
+    ``$set`` of ``messages`` rewrites the history (fewer messages: a compression)."""
+    calls: list[BatchEntry] = []
+    compacted = False
+    split = 0
+    markers = (b'"toolCalls"', b'"messages"', b'"type":"user"', b'"type":"gemini"', b'"startTime"')
+    for obj in _lines(data, markers):
+        if "startTime" in obj and "type" not in obj:
+            cursor.messages = 0  # a session header: the CLI (re)starts, e.g. on --resume
+            continue
+        update = obj.get("$set")
+        if isinstance(update, dict):
+            messages = update.get("messages")
+            if isinstance(messages, list):
+                if cursor.messages and len(messages) < cursor.messages:
+                    compacted = True
+                    split = len(calls)
+                cursor.messages = len(messages)
+            continue
+        kind = obj.get("type")
+        if kind not in ("user", "gemini"):
+            continue
+        message_id = obj.get("id")
+        if isinstance(message_id, str) and cursor.first_time(f"m:{message_id}"):
+            cursor.messages += 1
+        found = obj.get("toolCalls")
+        if kind != "gemini" or not isinstance(found, list):
+            continue
+        for call in found:
+            if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+                continue
+            outcome = _gemini_outcome(call)
+            if outcome is None or not cursor.first_time(call["id"]):
+                continue
+            name = str(call.get("name") or "")
+            calls.append(BatchEntry(Call(name, call.get("args", {}), call["id"]), *outcome))
+    return Found([], compacted, tuple(calls), split)
+
+
+def scan(fmt: Literal["codex", "gemini"], cursor: Cursor) -> Found:
+    """Unknown-tool calls appended to the transcript since ``cursor`` (which advances).
+
+    A Gemini transcript seen for the first time is read from its end: its calls
+    are all outcomes, and a session loopwarden lost track of (its state expired)
+    must not have its old calls counted again.
+    """
+    if fmt == "gemini" and cursor.offset is None:
+        cursor.offset = _line_end(cursor.path)
+        return Found([])
     data = _read_new(cursor)
     if not data:
-        return []
-    if fmt == "claude":
-        return _claude(data, cursor, prompt_id)
-    return _codex(data, cursor)
+        return Found([])
+    if fmt == "gemini":
+        return _gemini(data, cursor)
+    return Found(_codex(data, cursor))

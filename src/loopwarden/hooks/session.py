@@ -1,0 +1,150 @@
+"""A session's side record: its current run, transcript offset, pending compaction, stop.
+
+Hook events come one process (or helper request) at a time, and some carry no
+run id (compaction events, Gemini's events); the small record kept per session
+in the SQLite file ties them together:
+
+* ``run``: the session's latest run (Gemini: chosen by ``BeforeAgent``);
+* ``t``: where the transcript was read up to (see :mod:`.transcript`);
+* ``arm``: a compaction whose run has made no call since (carried to the next run);
+* ``seen``: (Gemini) a ``/compress`` already armed: its history rewrite, which
+  Gemini may write to the transcript a request later, must not arm again;
+* ``stop``: the reason of a stop not yet shown to the user (Claude Code's ``SessionEnd``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import orjson
+
+from .._logging import logger
+from ..stores import SideRecords
+from .agents import Adapter, BatchEntry, Kind
+from .transcript import Cursor, Found, UnknownCall, scan
+
+__all__ = ["SessionStep", "remember_stop", "session_key", "step_session"]
+
+
+def _str(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def session_key(agent: str, agent_id: str, session: str) -> str:
+    """Key of a session's side record (latest run, transcript offset) in the SQLite file."""
+    return f"hook\x1f{agent}\x1f{agent_id}\x1f{session}"
+
+
+class SessionStep(NamedTuple):
+    """What the session's side record says about one event."""
+
+    run: str
+    unknown: list[UnknownCall]
+    arm: bool
+    """Arm this run's post-compaction guard now."""
+    report: str | None = None
+    """(End of session) a stop the user has not been told about yet."""
+    calls: tuple[BatchEntry, ...] = ()
+    """(Gemini) the calls completed since the last model request, from the transcript."""
+    split: int = 0
+    """How many of ``calls`` came before the compaction: recorded before arming."""
+
+
+# Events that may read the transcript: those whose answer can reach the model.
+_SCAN_KINDS: Mapping[str, frozenset[Kind]] = {
+    "codex": frozenset({"pre", "post", "failure"}),
+    "gemini": frozenset({"model"}),
+}
+# Events of a call the model made (they consume a compaction carried over from another run).
+_CALL_KINDS: frozenset[Kind] = frozenset({"pre", "post", "failure", "batch", "model"})
+
+
+def _load(old: bytes | None) -> dict[str, Any]:
+    if not old:
+        return {}
+    try:
+        loaded = orjson.loads(old)
+    except orjson.JSONDecodeError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def step_session(
+    side: SideRecords,
+    adapter: Adapter,
+    kind: Kind,
+    event: Mapping[str, Any],
+    session: str,
+    agent_id: str,
+) -> SessionStep:
+    """Find the run, remember it for later events, and read new transcript lines.
+
+    A compaction arms the guard of the run it happened in and is remembered
+    (``arm``) until that run makes a call: a compaction that ends its run (Claude
+    Code's ``/compact`` is a prompt of its own) arms the session's next run instead.
+    """
+    explicit = adapter.run_id(event)
+    transcript = _str(event.get("transcript_path"))
+    fmt = adapter.transcript
+    scan_now = fmt is not None and transcript is not None and kind in _SCAN_KINDS[fmt]
+
+    def step(old: bytes | None) -> tuple[bytes, SessionStep]:
+        data = _load(old)
+        if kind == "prompt":
+            stamp = _str(event.get("timestamp")) or str(time.time_ns())
+            data["run"] = f"{session}@{stamp}"
+        elif explicit is not None:
+            data["run"] = explicit
+        run = explicit or _str(data.get("run")) or session
+        if kind == "end":
+            report = data.pop("stop", None)
+            return orjson.dumps(data), SessionStep(run, [], False, _str(report))
+        found = Found([])
+        if scan_now and fmt is not None and transcript is not None:
+            cursor = Cursor.load(data.get("t"), transcript)
+            found = scan(fmt, cursor)
+            data["t"] = cursor.dump()
+        arm = False
+        carried = data.get("arm")
+        if found.compacted and data.pop("seen", None):
+            found = found._replace(compacted=False, split=0)  # armed by its own event
+        elif kind == "model" and isinstance(data.get("seen"), int):
+            data["seen"] -= 1  # the rewrite comes within a request or two, or never
+            if data["seen"] <= 0:
+                del data["seen"]
+        if kind == "compact" or found.compacted:
+            data["arm"] = run
+            arm = True
+            if kind == "compact" and fmt == "gemini":
+                data["seen"] = 3  # /compress: its history rewrite is yet to be read
+        elif carried is not None and kind in _CALL_KINDS:
+            if carried != run:
+                arm = True  # compacted in an earlier run that made no call since
+                del data["arm"]
+            elif kind != "model":
+                del data["arm"]
+        split = found.split if found.compacted else 0
+        return orjson.dumps(data), SessionStep(run, found.unknown, arm, None, found.calls, split)
+
+    try:
+        return side.transact_value(session_key(adapter.name, agent_id, session), step)
+    except Exception:
+        logger.exception("loopwarden hook: could not read the session record; continuing")
+        return SessionStep(explicit or session, [], kind == "compact")
+
+
+def remember_stop(side: SideRecords, key: str, message: str) -> None:
+    """Keep a stop's reason for the end of the session (Claude Code's text mode shows
+    nothing else to the user)."""
+
+    def step(old: bytes | None) -> tuple[bytes, None]:
+        data = _load(old)
+        data["stop"] = message
+        return orjson.dumps(data), None
+
+    try:
+        side.transact_value(key, step)
+    except Exception:
+        logger.exception("loopwarden hook: could not record the stop for the session")
