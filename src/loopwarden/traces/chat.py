@@ -17,7 +17,9 @@ Calls: Chat ``tool_calls`` (and legacy ``function_call``), Responses
 These formats do not mark failed calls, so an answer that says the called
 tool does not exist is taken as that error. ``compaction`` items are
 compactions. A ``tools`` list names the registered tools, which turns on the
-unknown-tool guard for names outside it.
+unknown-tool guard for names outside it. Token usage recorded on an assistant
+message (``usage``, ``usage_metadata``, ``response_metadata.token_usage``), or
+on a whole Responses object, is the cost of the model response behind its calls.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._util import parse_arguments
-from ._common import ReadContext, blocks_text, outcome_from_text, short_title
+from ._common import ReadContext, blocks_text, file_stem, outcome_from_text, short_title
 from ._sink import Loc, TraceSink
+from ._usage import message_usage, usage_tokens
 
-__all__ = ["ITEM_TYPES", "read"]
+__all__ = ["ITEM_TYPES", "RangeLabels", "read"]
 
 _LIST_KEYS = ("messages", "input", "items", "output")
 ITEM_TYPES = frozenset(
@@ -95,6 +98,13 @@ class _Conversation:
         self.names: dict[str, str] = {}
         self.legacy: dict[str, list[str]] = {}
         self.count = 0
+        # The model response the next calls come from (sent with its first call).
+        self.new_turn = False
+        self.turn_tokens: int | None = None
+
+    def turn(self, tokens: int | None) -> None:
+        self.new_turn = True
+        self.turn_tokens = tokens
 
     def call(self, call_id: Any, tool: Any, params: Any, loc: Loc, what: str) -> str | None:
         if not isinstance(tool, str) or not tool:
@@ -105,6 +115,9 @@ class _Conversation:
         self.names[cid] = tool
         if len(self.names) > 512:
             del self.names[next(iter(self.names))]
+        if self.new_turn:
+            self.sink.model_turn(self.key, self.turn_tokens)
+            self.new_turn = False
         self.sink.call(self.key, cid, tool, params, loc)
         return cid
 
@@ -163,6 +176,7 @@ class _Conversation:
         elif kind == "compaction":
             self.sink.compaction(self.key, loc)
         elif role == "assistant":
+            self.turn(message_usage(item))
             self._assistant(item, loc)
         elif role == "tool":
             self.result(item.get("tool_call_id"), item.get("content"), loc)
@@ -273,6 +287,39 @@ def _conversation(
         title=_first_user_text([item for _, item in items]),
     )
     conversation = _Conversation(sink, key)
+    conversation.turn(usage_tokens(record.get("usage")))  # a Responses object's usage
     for item_loc, item in items:
         conversation.item(item, item_loc)
     sink.end_run(key)
+
+
+class RangeLabels:
+    """Whole-file labels for the id-less conversations of a JSONL file read in ranges.
+
+    A conversation without an id is labelled ``<stem>#<n>``, ``n`` its
+    position in the file; a reader given one range of the file (fleet
+    replay) numbers from 1 again, and only whoever sees the ranges in order
+    knows how many came before. Feed the runs of each range, ranges in order
+    (:meth:`next_range` first), and :meth:`label` gives the whole-file label.
+    """
+
+    def __init__(self) -> None:
+        self._offset = 0
+        self._seen = 0
+
+    def next_range(self, first: bool) -> None:
+        """The runs that follow come from the next range (``first``: of a new file)."""
+        self._offset = 0 if first else self._offset + self._seen
+        self._seen = 0
+
+    def label(self, key: str, label: str, source: str) -> str:
+        """The whole-file label of a run that a range reader labelled ``label``."""
+        _, sep, number = key.rpartition("\x1e")
+        if not sep or not number.isdigit():
+            return label
+        n = int(number)
+        if n > self._seen:
+            self._seen = n
+        if self._offset and label == f"{file_stem(source)}#{n}":
+            return f"{file_stem(source)}#{n + self._offset}"
+        return label

@@ -12,6 +12,8 @@ A run is one turn: it starts at an ``event_msg`` ``task_started`` (or
 / ``turn_aborted``. Rollouts without those events start a run at each
 ``turn_context``. ``compacted`` lines, ``context_compacted`` events and
 ``compaction`` items are compactions (counted once when they come together).
+A ``token_count`` event (``info.last_token_usage``) is the cost of the model
+response whose calls came before it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .._util import parse_arguments
 from ..hashing import MISSING
 from ._common import ReadContext, blocks_text, outcome_from_text, short_title
 from ._sink import Loc, TraceSink
+from ._usage import usage_tokens
 
 __all__ = ["read"]
 
@@ -106,6 +109,10 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 compaction(loc)
             elif event == "user_message" and title is None:
                 title = short_title(payload.get("message"))
+            elif event == "token_count" and key is not None:
+                info = payload.get("info")
+                usage = info.get("last_token_usage") if isinstance(info, Mapping) else None
+                sink.turn_usage(key, usage_tokens(usage))
         elif kind == "turn_context":
             if not task_events:
                 new_turn(loc, payload.get("turn_id"))
