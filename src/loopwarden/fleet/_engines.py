@@ -18,13 +18,25 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from ._inputs import Shard
 
-__all__ = ["ENGINES", "ShardTask", "default_workers", "run_shards"]
+__all__ = [
+    "ENGINES",
+    "IN_PROCESS_BYTES",
+    "ShardTask",
+    "choose_workers",
+    "default_workers",
+    "in_process",
+    "run_shards",
+]
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
 ENGINES = ("local", "ray")
 Engine = Literal["local", "ray"]
+
+IN_PROCESS_BYTES = 16 << 20
+"""Without a worker count, inputs smaller than this in all are read in this process:
+starting worker processes would cost more than they save."""
 
 # Shards in flight per worker: enough to keep workers busy while the parent
 # consumes results in order, few enough that waiting results stay small.
@@ -51,6 +63,24 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def choose_workers(shards: Sequence[Shard], workers: int | None, engine: str) -> int:
+    """``workers`` as given; by default one per core, or 1 for small local inputs."""
+    if workers is not None:
+        return workers
+    if engine == "local" and sum(s.size for s in shards) < IN_PROCESS_BYTES:
+        return 1
+    return default_workers()
+
+
+def in_process(shards: Sequence[Shard], workers: int | None, engine: str) -> bool:
+    """Whether :func:`run_shards` runs every shard in this process."""
+    if engine != "local":
+        return False
+    if any(s.path is None and s.url is None for s in shards):
+        return True  # stdin can only be read by this process
+    return choose_workers(shards, workers, engine) <= 1 or len(shards) <= 1
+
+
 def _run_task(task: ShardTask[R], shard: Shard) -> R:
     return task.run(shard)
 
@@ -66,18 +96,18 @@ def run_shards(
     """Run ``task`` on every shard; yields the results in shard order.
 
     ``engine="local"`` uses ``workers`` processes (the number of cores by
-    default; 1 runs in this process). ``engine="ray"`` submits the shards as
+    default, but 1 for inputs under :data:`IN_PROCESS_BYTES` in all; 1 runs in this
+    process). ``engine="ray"`` submits the shards as
     Ray tasks: to the cluster at ``ray_address``, to a Ray already initialised
     in this process, or to a local Ray started (and stopped) here with
     ``workers`` CPUs.
     """
-    count = workers if workers is not None else default_workers()
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    count = choose_workers(shards, workers, engine)
     if engine == "ray":
         return _ray(task, shards, count, ray_address)
-    if engine != "local":
-        raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
-    if count <= 1 or len(shards) <= 1 or any(s.path is None and s.url is None for s in shards):
-        # (stdin can only be read by this process)
+    if in_process(shards, workers, engine):
         return (task.run(shard) for shard in shards)
     return _processes(task, shards, min(count, len(shards)))
 

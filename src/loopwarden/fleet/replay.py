@@ -25,16 +25,12 @@ from ..traces.replay import (
     Totals,
     replay_sources,
 )
-from ._engines import Engine, default_workers, run_shards
+from ._engines import Engine, in_process, run_shards
 from ._inputs import Shard
 from ._job import ShardJob, ShardResult, ShardSink
 from ._read import shard_source
 
-__all__ = ["IN_PROCESS_BYTES", "ReplayJob", "ReplayPayload", "replay_fleet", "replay_shards"]
-
-IN_PROCESS_BYTES = 16 << 20
-"""Without an explicit worker count, inputs smaller than this in all are replayed in
-this process: starting worker processes would cost more than they save."""
+__all__ = ["ReplayJob", "ReplayPayload", "replay_fleet", "replay_shards"]
 
 
 @dataclass
@@ -94,17 +90,6 @@ def replay_fleet(
         yield result
 
 
-def in_process(shards: Sequence[Shard], workers: int | None, engine: Engine) -> bool:
-    """Whether a replay of ``shards`` runs best here, without worker processes."""
-    if engine != "local":
-        return False
-    if any(s.path is None and s.url is None for s in shards):
-        return True  # stdin can only be read by this process
-    if workers is None:
-        workers = default_workers() if sum(s.size for s in shards) >= IN_PROCESS_BYTES else 1
-    return workers <= 1 or len(shards) <= 1
-
-
 def replay_shards(
     shards: Sequence[Shard],
     config: Config,
@@ -124,7 +109,7 @@ def replay_shards(
     The same as :func:`~loopwarden.traces.replay.replay_sources` over the same
     inputs (same runs, labels, order, problems and totals) on ``workers``
     local processes or on Ray. ``workers`` None: the number of cores, but
-    one process for inputs under :data:`IN_PROCESS_BYTES` in all. In this
+    one process for small inputs (see :func:`~loopwarden.fleet.run_shards`). In this
     process, runs reach ``writer`` as they end and ``progress`` follows the
     reading; from workers, they come shard by shard (``progress.file_done``
     per shard). Forced formats travel in the shards (``plan_shards(input_format=)``).
@@ -145,8 +130,7 @@ def replay_shards(
         )
     merge = ReplayMerge(writer, on_problem=on_problem, on_error=on_error)
     job = ReplayJob(config, agent=agent_id, timeline=timeline)
-    count = 1 if here else workers
-    results = run_shards(job, shards, workers=count, engine=engine, ray_address=ray_address)
+    results = run_shards(job, shards, workers=workers, engine=engine, ray_address=ray_address)
     for position, result in enumerate(results):
         merge.begin_input(part=result.part)
         for where, reason in result.problems:
