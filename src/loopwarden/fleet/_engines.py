@@ -185,7 +185,14 @@ def _ray(
         raise RuntimeError("--engine ray needs Ray: pip install 'loopwarden[ray]'") from None
     started = False
     if not ray.is_initialized():
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        import logging
+
+        # Ray's own start-up chatter would mix with the report's messages on stderr.
+        options: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "logging_level": logging.WARNING,
+        }
         if address is None:
             options["num_cpus"] = workers
         ray.init(address=address, **options)
