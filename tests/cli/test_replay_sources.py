@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,7 @@ def test_byte_ranges_of_a_file_replay_as_the_whole_file(tmp_path: Path) -> None:
     cuts = [0, len(b"".join(lines[:3])), len(b"".join(lines[:7])), path.stat().st_size]
     ranges = [
         Source(str(path), path, ByteRange(start, end, 1 + [0, 3, 7][i], "chat"))
-        for i, (start, end) in enumerate(zip(cuts, cuts[1:], strict=False))
+        for i, (start, end) in enumerate(itertools.pairwise(cuts))
     ]
     config = lw.load_config(CONFIG)
     whole, parts = Collect(), Collect()
