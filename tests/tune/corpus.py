@@ -100,13 +100,20 @@ def fleet_corpus(folder: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def local_ray() -> Any:
-    """A local Ray with two CPUs for the whole session (skipped without ray, except in CI)."""
+    """A local Ray with two CPUs for the whole session (skipped without ray, except in CI).
+
+    Test folders import this fixture each on their own; the first one starts Ray
+    and the others use it.
+    """
     try:
         import ray
     except ImportError:
         if os.environ.get("CI"):
             pytest.fail("ray is required in CI (the loopwarden[ray] extra)")
         pytest.skip("ray is not installed (pip install 'loopwarden[ray]')")
+    if ray.is_initialized():
+        yield ray
+        return
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
