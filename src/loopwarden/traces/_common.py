@@ -1,8 +1,13 @@
-"""Small helpers shared by the trace readers."""
+"""Small helpers shared by the trace readers.
+
+Records reach the readers as parsed JSON, so a JSON object is always a
+``dict``: the readers test ``isinstance(x, dict)``, which is much cheaper on
+the replay hot path than the ``Mapping`` ABC.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +82,7 @@ def blocks_text(content: Any) -> str:
         for block in content:
             if isinstance(block, str):
                 parts.append(block)
-            elif isinstance(block, Mapping):
+            elif isinstance(block, dict):
                 text = block.get("text")
                 if isinstance(text, str):
                     parts.append(text)

@@ -36,7 +36,7 @@ def _count(usage: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
 
 def usage_tokens(usage: Any) -> int | None:
     """Tokens of one model response from a usage object, or None if it has no figures."""
-    if not isinstance(usage, Mapping):
+    if not isinstance(usage, dict):
         return None
     total = _count(usage, _TOTAL)
     if total is not None:
@@ -55,6 +55,6 @@ def message_usage(message: Mapping[str, Any]) -> int | None:
         if found is not None:
             return found
     meta = message.get("response_metadata")
-    if isinstance(meta, Mapping):
+    if isinstance(meta, dict):
         return usage_tokens(meta.get("token_usage") or meta.get("usage"))
     return None

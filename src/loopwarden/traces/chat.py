@@ -74,10 +74,10 @@ def tool_names(tools: Any) -> list[str] | None:
         return None
     names = []
     for tool in tools:
-        if not isinstance(tool, Mapping):
+        if not isinstance(tool, dict):
             continue
         function = tool.get("function")
-        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        name = function.get("name") if isinstance(function, dict) else tool.get("name")
         if isinstance(name, str) and name:
             names.append(name)
     return names or None
@@ -135,7 +135,7 @@ class _Conversation:
         self.sink.outcome(self.key, call_id, loc, result=result, error=error)
 
     def item(self, item: Any, loc: Loc) -> None:
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict):
             self.sink.problem(loc, "expected a message or item object")
             return
         kind = item.get("type")
@@ -191,7 +191,7 @@ class _Conversation:
             content = item.get("content")
             if isinstance(content, list):
                 for block in content:
-                    if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
                         self.result(
                             block.get("tool_use_id"),
                             block.get("content"),
@@ -203,11 +203,11 @@ class _Conversation:
         calls = item.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
-                if not isinstance(call, Mapping):
+                if not isinstance(call, dict):
                     self.sink.problem(loc, "tool_calls entry is not an object")
                     continue
                 function = call.get("function")
-                spec = function if isinstance(function, Mapping) else call
+                spec = function if isinstance(function, dict) else call
                 self.call(
                     call.get("id"),
                     spec.get("name"),
@@ -216,7 +216,7 @@ class _Conversation:
                     "tool call",
                 )
         legacy = item.get("function_call")
-        if isinstance(legacy, Mapping):
+        if isinstance(legacy, dict):
             cid = self.call(
                 None,
                 legacy.get("name"),
@@ -229,7 +229,7 @@ class _Conversation:
         content = item.get("content")
         if isinstance(content, list):
             for block in content:
-                if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                if isinstance(block, dict) and block.get("type") == "tool_use":
                     self.call(
                         block.get("id"), block.get("name"), block.get("input"), loc, "tool_use"
                     )
@@ -237,7 +237,7 @@ class _Conversation:
 
 def _first_user_text(items: Sequence[Any]) -> str | None:
     for item in items:
-        if isinstance(item, Mapping) and item.get("role") == "user":
+        if isinstance(item, dict) and item.get("role") == "user":
             text = blocks_text(item.get("content"))
             if text.strip():
                 return short_title(text)
@@ -251,10 +251,10 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
         if isinstance(record, list):
             conversations += 1
             _conversation(sink, ctx, {"messages": record}, loc, conversations)
-        elif isinstance(record, Mapping) and is_conversation(record):
+        elif isinstance(record, dict) and is_conversation(record):
             conversations += 1
             _conversation(sink, ctx, record, loc, conversations)
-        elif isinstance(record, Mapping) and is_item(record):
+        elif isinstance(record, dict) and is_item(record):
             if file_run is None:
                 key = ctx.key("items")
                 sink.begin_run(key, label=ctx.stem, line=loc)

@@ -62,10 +62,10 @@ def _prompt_text(record: Mapping[str, Any], content: Any) -> str | None:
     if isinstance(content, str):
         text = content
     elif isinstance(content, list):
-        if any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
             return None
         text = blocks_text(content)
-        if not text and not any(isinstance(b, Mapping) for b in content):
+        if not text and not any(isinstance(b, dict) for b in content):
             return None
     else:
         return None
@@ -118,7 +118,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 stream.armed = True
             continue
         message = record.get("message")
-        if not isinstance(message, Mapping):
+        if not isinstance(message, dict):
             sink.problem(loc, f"{kind} record without a message object")
             continue
         content = message.get("content")
@@ -130,7 +130,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
             if not isinstance(content, list):
                 continue
             results = [
-                b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_result"
+                b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
             ]
             if not results or stream.key is None:
                 continue
@@ -143,7 +143,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 if block.get("is_error") is True:
                     text = blocks_text(block.get("content")).strip()
                     sink.outcome(stream.key, call_id, loc, error=text or "error")
-                elif isinstance(structured, Mapping) and len(results) == 1:
+                elif isinstance(structured, dict) and len(results) == 1:
                     sink.outcome(stream.key, call_id, loc, result=structured)
                 else:
                     sink.outcome(stream.key, call_id, loc, result=block.get("content"))
@@ -156,7 +156,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
             if not isinstance(content, list):
                 continue
             for block in content:
-                if not isinstance(block, Mapping) or block.get("type") != "tool_use":
+                if not isinstance(block, dict) or block.get("type") != "tool_use":
                     continue
                 tool = block.get("name")
                 if not isinstance(tool, str) or not tool:

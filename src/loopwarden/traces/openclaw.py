@@ -18,7 +18,7 @@ path when present, so per-agent config blocks apply. An assistant message's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from .._util import parse_arguments
@@ -78,7 +78,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
         if kind != "message":
             continue
         message = record.get("message")
-        if not isinstance(message, Mapping):
+        if not isinstance(message, dict):
             sink.problem(loc, "message entry without a message object")
             continue
         role = message.get("role")
@@ -90,7 +90,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 continue
             new_turn = True
             for block in content:
-                if not isinstance(block, Mapping) or block.get("type") != "toolCall":
+                if not isinstance(block, dict) or block.get("type") != "toolCall":
                     continue
                 tool = block.get("name")
                 if not isinstance(tool, str) or not tool:
