@@ -159,3 +159,23 @@ def test_replay_shards_in_process_and_on_workers_agree_on_split_files(tmp_path: 
     assert figures["runs"] == len(rows) == 75 and figures["files"] == len(inputs) == 10
     assert {"many#2", "many#60", "conv-58"} <= {row[0] for row in rows}
     assert problems == [(f"{folder / 'broken.jsonl'}:2", problems[0][1])]
+
+
+def test_workers_from_a_forkserver_while_a_thread_runs(tmp_path: Path) -> None:
+    """With another thread alive, workers are not forked from this process; same runs."""
+    import threading
+
+    from loopwarden.fleet._engines import _context
+    from loopwarden.fleet.replay import ReplayJob
+
+    shards = plan_shards([str(fleet_corpus(tmp_path))], split_bytes=SPLIT)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert _context(ReplayJob(BASE)).get_start_method() == "forkserver"
+        two = summary(replay_fleet(shards, BASE, workers=2))
+    finally:
+        stop.set()
+        thread.join()
+    assert two == summary(replay_fleet(shards, BASE, workers=1))

@@ -119,13 +119,7 @@ class _Pool(Generic[R]):
         self.executor = self._new()
 
     def _new(self) -> ProcessPoolExecutor:
-        import multiprocessing
-
-        # forkserver: workers start clean (no copied threads or locks of the parent).
-        method = (
-            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-        )
-        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(method))
+        return ProcessPoolExecutor(self.workers, mp_context=_context(self.task))
 
     def submit(self, shard: Shard) -> Future[R]:
         return self.executor.submit(_run_task, self.task, shard)
@@ -144,6 +138,27 @@ class _Pool(Generic[R]):
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _context(task: Any) -> Any:
+    """How to start workers: fork while this process runs no other thread, else forkserver.
+
+    Forked workers start at once with every module already imported (a
+    forkserver costs about half a second before the first result); forking
+    with other threads running could copy a held lock, so then workers come
+    from a forkserver that imports the task's module once for all of them.
+    """
+    import multiprocessing
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" not in methods:
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", type(task).__module__])
+    return context
 
 
 def _processes(task: ShardTask[R], shards: Sequence[Shard], workers: int) -> Iterator[R]:
