@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from loopwarden.hashing import digest
+from loopwarden.hashing import args_hash, digest, hash_outcome
 
 __all__ = ["DATA", "convert", "floor"]
 
@@ -87,13 +87,16 @@ def convert(source: Path, out: Path, *, copies: int = 1, limit: int | None = Non
     return calls * copies
 
 
-def floor(path: Path) -> int:
+def floor(path: Path, *, guard_hashes: bool = False) -> int:
     """Read, parse and hash the params and results of every call once: the floor of replay.
 
-    Returns the calls seen.
+    ``guard_hashes``: hash them the way the guard must (``args_hash`` and
+    ``hash_outcome``, with outcome profiles and the unknown-tool wordings of
+    errors) instead of a bare ``digest``. Returns the calls seen.
     """
     calls = 0
     loads = orjson.loads
+    pending: dict[str, tuple[str, Any]] = {}
     with path.open("rb") as handle:
         for line in handle:
             conv = loads(line)
@@ -104,8 +107,20 @@ def floor(path: Path) -> int:
                 for block in content:
                     kind = block["type"]
                     if kind == "tool_use":
-                        digest(block["input"])
                         calls += 1
+                        if guard_hashes:
+                            args_hash(block["name"], block["input"])
+                            pending[block["id"]] = (block["name"], block["input"])
+                        else:
+                            digest(block["input"])
                     elif kind == "tool_result":
-                        digest(block["content"])
+                        if guard_hashes:
+                            tool, params = pending.pop(block["tool_use_id"])
+                            text = block["content"]
+                            if block.get("is_error"):
+                                hash_outcome(tool, params, error=text)
+                            else:
+                                hash_outcome(tool, params, result=text)
+                        else:
+                            digest(block["content"])
     return calls
