@@ -35,6 +35,7 @@ from ._usage import message_usage, usage_tokens
 __all__ = ["ITEM_TYPES", "RangeLabels", "read"]
 
 _LIST_KEYS = ("messages", "input", "items", "output")
+_TEXT_OR_NONE = (str, type(None))
 ITEM_TYPES = frozenset(
     {
         "message",
@@ -130,7 +131,7 @@ class _Conversation:
             self.sink.outcome(self.key, call_id, loc, error=text.strip() or "error")
             return
         tool = self.names.get(call_id, "")
-        value = content if isinstance(content, (str, type(None))) else text
+        value = content if isinstance(content, _TEXT_OR_NONE) else text
         result, error = outcome_from_text(tool, text, value)
         self.sink.outcome(self.key, call_id, loc, result=result, error=error)
 
