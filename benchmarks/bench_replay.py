@@ -185,41 +185,24 @@ def _env() -> dict[str, str]:
     return env
 
 
-def real_cpu(mode: str, path: Path, warm: Path) -> float:
-    done = subprocess.run(
-        [sys.executable, "-c", REAL_CHILD, mode, str(path), str(warm)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        check=False,
-    )
+def _child(argv: list[str], what: str) -> str:
+    """Run a child with ``src`` and the benchmarks on its path; its stdout."""
+    done = subprocess.run(argv, capture_output=True, text=True, env=_env(), check=False)
     if done.returncode != 0:
-        raise SystemExit(f"real-data {mode} failed: {done.stderr}")
-    return float(done.stdout.split()[-1])
+        raise SystemExit(f"{what} failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def real_cpu(mode: str, path: Path, warm: Path) -> float:
+    out = _child([sys.executable, "-c", REAL_CHILD, mode, str(path), str(warm)], mode)
+    return float(out.split()[-1])
 
 
 def callgrind(mode: str, path: Path, warm: Path, tmp: Path) -> int:
     """Instructions (Ir) of one child run under callgrind."""
     out = tmp / f"callgrind.{mode}.out"
-    done = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            "-c",
-            REAL_CHILD,
-            mode,
-            str(path),
-            str(warm),
-        ],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"callgrind {mode} failed: {done.stderr[-2000:]}")
+    valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+    _child([*valgrind, sys.executable, "-c", REAL_CHILD, mode, str(path), str(warm)], mode)
     for line in out.read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
             return int(line.split()[1])
@@ -227,29 +210,10 @@ def callgrind(mode: str, path: Path, warm: Path, tmp: Path) -> int:
 
 
 def workers_wall(path: Path, workers: int) -> float:
+    replay = [sys.executable, "-m", "loopwarden", "replay", str(path), "--format", "json"]
+    options = ["-o", os.devnull, "--no-progress", "--workers", str(workers)]
     start = time.perf_counter()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "loopwarden",
-            "replay",
-            str(path),
-            "--format",
-            "json",
-            "-o",
-            os.devnull,
-            "--no-progress",
-            "--workers",
-            str(workers),
-        ],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"replay --workers {workers} failed: {done.stderr}")
+    _child([*replay, *options], f"replay --workers {workers}")
     return time.perf_counter() - start
 
 

@@ -1,5 +1,5 @@
-"""What ``replay`` and ``tune`` share: the inputs (files, folders, globs, .gz, URLs) and
-``--workers`` / ``--engine`` / ``--ray-address``."""
+"""What ``replay`` and ``tune`` share: the inputs (files, folders, globs, .gz, URLs),
+``--input-format``, ``--workers`` / ``--engine`` / ``--ray-address``, and the report options."""
 
 from __future__ import annotations
 
@@ -13,41 +13,99 @@ from ._clickutil import UsageFailure
 if TYPE_CHECKING:
     from ..fleet import Shard
 
-__all__ = ["FORMAT_NAMES", "FleetOptions", "fleet_options", "input_format", "plan"]
+__all__ = [
+    "FORMAT_NAMES",
+    "FleetOptions",
+    "input_format",
+    "input_options",
+    "plan",
+    "report_options",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 FORMAT_NAMES = ("loopwarden", "claude-code", "codex", "openclaw", "chat", "otel")
 
 
-def fleet_options(fn: F) -> F:
-    """The ``--workers``, ``--engine`` and ``--ray-address`` options."""
-    options = [
-        click.option(
-            "--workers",
-            type=click.IntRange(1, 4096),
-            metavar="N",
-            help="Worker processes (default: the number of cores; inputs under 16 MiB in "
-            "all are read in one process). Results never depend on it.",
-        ),
-        click.option(
-            "--engine",
-            type=click.Choice(["local", "ray"], case_sensitive=False),
-            default="local",
-            show_default=True,
-            help="local: worker processes on this machine; ray: Ray tasks "
-            "(pip install 'loopwarden[ray]').",
-        ),
-        click.option(
-            "--ray-address",
-            metavar="ADDRESS",
-            help="Ray cluster for --engine ray, such as auto or ray://head:10001 "
-            "(default: a Ray already started in this process, else a local one for this run).",
-        ),
-    ]
+def _apply(fn: F, options: list[Callable[[F], F]]) -> F:
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def input_options(fn: F) -> F:
+    """``--input-format``, ``--workers``, ``--engine`` and ``--ray-address``."""
+    return _apply(
+        fn,
+        [
+            click.option(
+                "--input-format",
+                "format_name",
+                default="auto",
+                show_default=True,
+                metavar="FORMAT",
+                help=f"Trace format: auto, {', '.join(FORMAT_NAMES)}.",
+            ),
+            click.option(
+                "--workers",
+                type=click.IntRange(1, 4096),
+                metavar="N",
+                help="Worker processes (default: the number of cores; inputs under 16 MiB in "
+                "all are read in one process). Results never depend on it.",
+            ),
+            click.option(
+                "--engine",
+                type=click.Choice(["local", "ray"], case_sensitive=False),
+                default="local",
+                show_default=True,
+                help="local: worker processes on this machine; ray: Ray tasks "
+                "(pip install 'loopwarden[ray]').",
+            ),
+            click.option(
+                "--ray-address",
+                metavar="ADDRESS",
+                help="Ray cluster for --engine ray, such as auto or ray://head:10001 (default: "
+                "a Ray already started in this process, else a local one for this run).",
+            ),
+        ],
+    )
+
+
+def report_options(fn: F) -> F:
+    """``--format``, ``--output``, ``--color`` and ``--progress``."""
+    return _apply(
+        fn,
+        [
+            click.option(
+                "-f",
+                "--format",
+                "output_format",
+                type=click.Choice(["text", "json", "html"], case_sensitive=False),
+                default="text",
+                show_default=True,
+                help="Report format.",
+            ),
+            click.option(
+                "-o",
+                "--output",
+                default="-",
+                metavar="FILE",
+                help="Write the report here instead of stdout.",
+            ),
+            click.option(
+                "--color/--no-color",
+                "color",
+                default=None,
+                help="Colour the text report (default: on a TTY).",
+            ),
+            click.option(
+                "--progress/--no-progress",
+                "progress",
+                default=None,
+                help="Progress bar on stderr (default: when stderr is a TTY).",
+            ),
+        ],
+    )
 
 
 class FleetOptions:

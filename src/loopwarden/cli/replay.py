@@ -21,7 +21,7 @@ from ._clickutil import (
     run_command,
     styler,
 )
-from ._fleet import FORMAT_NAMES, FleetOptions, fleet_options, input_format, plan
+from ._fleet import FleetOptions, input_format, input_options, plan, report_options
 from ._progress import BelowBar, ProgressBar, echo_err, isatty
 
 if TYPE_CHECKING:
@@ -100,31 +100,8 @@ Examples:
     metavar="KEY=VALUE",
     help="Override a tools.loopDetection value (repeatable).",
 )
-@click.option(
-    "--input-format",
-    "format_name",
-    default="auto",
-    show_default=True,
-    metavar="FORMAT",
-    help=f"Trace format: auto, {', '.join(FORMAT_NAMES)}.",
-)
-@fleet_options
-@click.option(
-    "-f",
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json", "html"], case_sensitive=False),
-    default="text",
-    show_default=True,
-    help="Report format.",
-)
-@click.option(
-    "-o",
-    "--output",
-    default="-",
-    metavar="FILE",
-    help="Write the report here instead of stdout.",
-)
+@input_options
+@report_options
 @click.option(
     "--fail-on",
     type=click.Choice(["warning", "critical"], case_sensitive=False),
@@ -133,15 +110,6 @@ Examples:
 )
 @click.option("--loops-only", is_flag=True, help="Text report: leave out runs without findings.")
 @click.option("-v", "--verbose", is_flag=True, help="Text report: show the message of each event.")
-@click.option(
-    "--color/--no-color", "color", default=None, help="Colour the text report (default: on a TTY)."
-)
-@click.option(
-    "--progress/--no-progress",
-    "progress",
-    default=None,
-    help="Progress bar on stderr (default: when stderr is a TTY).",
-)
 def replay_command(
     paths: tuple[str, ...],
     config_path: str | None,

@@ -18,7 +18,7 @@ from ._clickutil import (
     run_command,
     styler,
 )
-from ._fleet import FORMAT_NAMES, FleetOptions, fleet_options, input_format, plan
+from ._fleet import FleetOptions, input_format, input_options, plan, report_options
 from ._progress import isatty
 
 __all__ = ["main", "tune_command"]
@@ -84,36 +84,13 @@ Examples:
 @click.option(
     "--loop-min",
     default=10,
+    metavar="N",
     show_default=True,
     type=click.IntRange(2, 10_000),
     help="Calls in a row (same call, or two alternating) that count as a loop.",
 )
-@click.option(
-    "--input-format",
-    "format_name",
-    default="auto",
-    show_default=True,
-    metavar="FORMAT",
-    help=f"Trace format: auto, {', '.join(FORMAT_NAMES)}.",
-)
-@fleet_options
-@click.option(
-    "-f",
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json", "html"], case_sensitive=False),
-    default="text",
-    show_default=True,
-    help="Report format.",
-)
-@click.option("-o", "--output", default="-", metavar="FILE", help="Write the report here.")
-@click.option("--color/--no-color", "color", default=None, help="Colour the text report.")
-@click.option(
-    "--progress/--no-progress",
-    "progress",
-    default=None,
-    help="Progress bar on stderr (default: when stderr is a TTY).",
-)
+@input_options
+@report_options
 def tune_command(
     paths: tuple[str, ...],
     grids: tuple[str, ...],

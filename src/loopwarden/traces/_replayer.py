@@ -9,7 +9,7 @@ most ``max_events`` detailed events, and a timeline of at most
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from ..config import Config
@@ -29,7 +29,7 @@ from ._results import (
     ReplayEvent,
     RunReport,
 )
-from ._runbook import MAX_PENDING, RunBook, call_signature, remember
+from ._runbook import MAX_PENDING, RunBook, RunStart, call_signature, remember
 from ._sink import Loc
 
 __all__ = ["MAX_PENDING", "ReplayStore", "Replayer"]
@@ -133,32 +133,23 @@ class Replayer(RunBook[_Run]):
             timeline[call - 1] |= _ACTION_FLAG.get(action, 0)
 
     # -- runs ----------------------------------------------------------------------
-    def _open(
-        self,
-        run_id: str,
-        key: str,
-        label: str,
-        line: Loc,
-        session: str | None,
-        agent: str | None,
-        tools: Iterable[str] | None,
-        title: str | None,
-    ) -> _Run:
+    def _open(self, run_id: str, start: RunStart) -> _Run:
+        agent = start.agent
         guard = self.guard.run(
             run_id,
-            session_id=session,
+            session_id=start.session,
             agent_id=None if self._agent_forced else agent,
-            tools=tools,
+            tools=start.tools,
         )
         report = RunReport(
-            key,
-            label,
+            start.key,
+            start.label,
             self._source,
             self._format,
-            line,
-            session,
+            start.line,
+            start.session,
             self.guard.agent_id if self._agent_forced else agent,
-            title,
+            start.title,
             self._timeline,
         )
         return _Run(guard, report)

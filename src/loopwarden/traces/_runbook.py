@@ -12,12 +12,12 @@ configs).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..hashing import digest
 from ._sink import Loc, format_loc
 
-__all__ = ["MAX_PENDING", "RunBook", "call_signature", "remember"]
+__all__ = ["MAX_PENDING", "RunBook", "RunStart", "call_signature", "remember"]
 
 R = TypeVar("R")
 
@@ -36,6 +36,18 @@ def remember(pending: dict[str, Any], call_id: str, entry: Any) -> None:
     pending[call_id] = entry
     if len(pending) > MAX_PENDING:
         del pending[next(iter(pending))]
+
+
+class RunStart(NamedTuple):
+    """What a reader says about a run as it begins (see ``TraceSink.begin_run``)."""
+
+    key: str
+    label: str
+    line: Loc
+    session: str | None
+    agent: str | None
+    tools: Iterable[str] | None
+    title: str | None
 
 
 class RunBook(Generic[R]):
@@ -58,17 +70,7 @@ class RunBook(Generic[R]):
         self.problems = 0
 
     # -- subclasses ----------------------------------------------------------------
-    def _open(
-        self,
-        run_id: str,
-        key: str,
-        label: str,
-        line: Loc,
-        session: str | None,
-        agent: str | None,
-        tools: Iterable[str] | None,
-        title: str | None,
-    ) -> R:
+    def _open(self, run_id: str, start: RunStart) -> R:
         """A new run; ``run_id`` is unique within this replay."""
         raise NotImplementedError
 
@@ -107,7 +109,8 @@ class RunBook(Generic[R]):
         if key in self._runs:  # the same key again: the old run is over
             self.end_run(key)
         self._serial += 1
-        run = self._open(str(self._serial), key, label, line, session, agent, tools, title)
+        start = RunStart(key, label, line, session, agent, tools, title)
+        run = self._open(str(self._serial), start)
         self._runs[key] = run
         self._last_key, self._last_run = key, run
 

@@ -129,9 +129,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 continue
             if not isinstance(content, list):
                 continue
-            results = [
-                b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
-            ]
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
             if not results or stream.key is None:
                 continue
             structured = record.get("toolUseResult")

@@ -75,9 +75,7 @@ def _attributes(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return dict(raw)
     if isinstance(raw, list):  # OTLP: [{"key": ..., "value": {...}}]
-        return {
-            str(a.get("key")): _otlp_value(a.get("value")) for a in raw if isinstance(a, dict)
-        }
+        return {str(a.get("key")): _otlp_value(a.get("value")) for a in raw if isinstance(a, dict)}
     return {}
 
 

@@ -25,7 +25,7 @@ from ..guard import LoopGuard, RunGuard
 from ..hashing import MISSING, hash_outcome, is_known_poll
 from ..profiles import ProfileRegistry
 from ..stores.memory import LocalStore
-from ..traces._runbook import RunBook, call_signature, remember
+from ..traces._runbook import RunBook, RunStart, call_signature, remember
 from ..traces._sink import Loc
 from ._loops import LoopTracker
 
@@ -156,24 +156,15 @@ class GridReplayer(RunBook[_Run]):
         self._pending_label = None
 
     # -- runs -------------------------------------------------------------------
-    def _open(
-        self,
-        run_id: str,
-        key: str,
-        label: str,
-        line: Loc,
-        session: str | None,
-        agent: str | None,
-        tools: Iterable[str] | None,
-        title: str | None,
-    ) -> _Run:
-        agent_id = None if self._agent_forced else agent
-        tool_list = list(tools) if tools is not None else None
+    def _open(self, run_id: str, start: RunStart) -> _Run:
+        agent_id = None if self._agent_forced else start.agent
+        tools = list(start.tools) if start.tools is not None else None
+        session = start.session
         guards = [
-            g.run(run_id, session_id=session, agent_id=agent_id, tools=tool_list)
-            for g in self.guards
+            g.run(run_id, session_id=session, agent_id=agent_id, tools=tools) for g in self.guards
         ]
-        run = _Run(guards, label, line, session, LoopTracker(len(guards), self._min_loop))
+        loops = LoopTracker(len(guards), self._min_loop)
+        run = _Run(guards, start.label, start.line, session, loops)
         if self._pending_label is not None:
             run.label = self._pending_label
             self._pending_label = None
