@@ -287,7 +287,7 @@ def main() -> None:
     parser.add_argument(
         "--callgrind", type=int, default=0, metavar="RUNS", help="also count instructions"
     )
-    parser.add_argument("--copies", type=int, default=4, help="real data copies for --workers 2")
+    parser.add_argument("--copies", type=int, default=8, help="real data copies for --workers 2")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.synthetic:
