@@ -9,30 +9,20 @@ package).
 from __future__ import annotations
 
 import gzip
-import os
 from pathlib import Path
 from typing import Any
 
 import orjson
+from _realdata import find_data
 
 from loopwarden.hashing import args_hash, digest, hash_outcome
 
 __all__ = ["DATA", "convert", "floor"]
 
-_HERE = Path(__file__).resolve().parent
-# ../shared beside the repo (a worktree sits one level deeper), or LOOPWARDEN_REALDATA.
-DATA = next(
-    (
-        p
-        for p in (
-            Path(os.environ.get("LOOPWARDEN_REALDATA", "/nonexistent")),
-            _HERE.parents[0] / ".." / "shared" / "realdata" / "dev-calls.jsonl.gz",
-            _HERE.parents[1] / ".." / "shared" / "realdata" / "dev-calls.jsonl.gz",
-        )
-        if p.is_file()
-    ),
-    _HERE.parents[0] / ".." / "shared" / "realdata" / "dev-calls.jsonl.gz",
-)
+try:  # found the way the efficacy benchmarks find it (LOOPWARDEN_REALDATA, ../shared)
+    DATA = find_data() / "dev-calls.jsonl.gz"
+except SystemExit:
+    DATA = Path("../shared/realdata/dev-calls.jsonl.gz")  # missing: the benchmarks say so
 
 
 def convert(source: Path, out: Path, *, copies: int = 1, limit: int | None = None) -> int:
