@@ -11,7 +11,7 @@ prints, in one run:
   the Chat reader with its unknown-tool wording check), as CPU time;
 * ``tune`` per call with the default grid (every config side by side);
 * the speed-up of ``--workers 2`` over one worker (wall time, plus the CPU time
-  of all processes, since this machine is shared);
+  of the parent and of the workers' shards, since this machine is shared);
 * with ``--profile``, the top functions of a cProfile of the one-process replay.
 
 Run: ``python benchmarks/bench_fleet.py [--rounds 3] [--profile]``.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gzip
 import io
 import os
 import pstats
@@ -33,107 +32,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
+from _replaydata import DATA, convert, floor
 
 from loopwarden.config import load_config
 from loopwarden.fleet import plan_shards
 from loopwarden.fleet.replay import replay_fleet
-from loopwarden.hashing import digest
 from loopwarden.tune import build_candidates, default_changes, tune
 
-_HERE = Path(__file__).resolve().parent
-# ../shared beside the repo (a worktree sits one level deeper), or LOOPWARDEN_REALDATA.
-DATA = next(
-    (
-        p
-        for p in (
-            Path(os.environ.get("LOOPWARDEN_REALDATA", "/nonexistent")),
-            _HERE.parents[0] / ".." / "shared" / "realdata" / "dev-calls.jsonl.gz",
-            _HERE.parents[1] / ".." / "shared" / "realdata" / "dev-calls.jsonl.gz",
-        )
-        if p.is_file()
-    ),
-    _HERE.parents[0] / ".." / "shared" / "realdata" / "dev-calls.jsonl.gz",
-)
 CONFIG = load_config({"tools": {"loopDetection": {"enabled": True}}})
 SPLIT = 2 << 20  # ranges of the converted file, so two workers share one file
 
 
-def convert(source: Path, out: Path) -> int:
-    """One Anthropic Messages conversation per run; returns the number of calls."""
-    calls = 0
-    with gzip.open(source, "rb") as raw, out.open("wb") as sink:
-        key: Any = None
-        messages: list[Any] = []
-
-        def flush() -> None:
-            if messages:
-                sink.write(orjson.dumps({"id": f"{key[0]}/{key[1]}", "messages": messages}))
-                sink.write(b"\n")
-
-        for line in raw:
-            rec = orjson.loads(line)
-            run = (rec["source"], rec["run"])
-            if run != key:
-                flush()
-                key, messages = run, [{"role": "user", "content": "task"}]
-            if rec.get("compaction"):
-                messages.append({"type": "compaction"})
-                continue
-            call_id = f"c{rec['i']}"
-            args = rec["args"] if isinstance(rec["args"], dict) else {"input": rec["args"]}
-            result = rec["result"]
-            text = result if isinstance(result, str) else orjson.dumps(result).decode()
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": [
-                        {"type": "tool_use", "id": call_id, "name": rec["tool"], "input": args}
-                    ],
-                }
-            )
-            block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
-            if rec.get("error"):
-                block["is_error"] = True
-            messages.append({"role": "user", "content": [block]})
-            calls += 1
-        flush()
-    return calls
-
-
-def floor(path: Path) -> float:
-    """CPU seconds to read, parse and hash the params and results of every call once."""
-    start = time.process_time()
-    with path.open("rb") as handle:
-        for line in handle:
-            conv = orjson.loads(line)
-            for message in conv["messages"]:
-                content = message.get("content")
-                if not isinstance(content, list):
-                    continue
-                for block in content:
-                    if block["type"] == "tool_use":
-                        digest(block["input"])
-                    elif block["type"] == "tool_result":
-                        digest(block["content"])
-    return time.process_time() - start
-
-
-def cpu_all() -> float:
+def cpu_self() -> float:
     me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return me.ru_utime + me.ru_stime
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of this process and its finished children)."""
-    cpu0, wall0 = cpu_all(), time.perf_counter()
+    """(wall seconds, CPU seconds of this process)."""
+    cpu0, wall0 = cpu_self(), time.perf_counter()
     fn()
-    return time.perf_counter() - wall0, cpu_all() - cpu0
+    return time.perf_counter() - wall0, cpu_self() - cpu0
 
 
 WORKER_CPU: list[float] = []
-"""CPU seconds the workers spent, per case (forkserver workers are not our children)."""
+"""CPU seconds the workers spent on their shards, per case (what each result reports)."""
 
 
 def replay(shards: Any, workers: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -125,3 +126,71 @@ def test_fail_levels() -> None:
     assert totals.reached("warning") == bool(levels & {"warning", "critical"})
     assert totals.reached("critical") == ("critical" in levels)
     assert totals.reached("critical")  # the example run loops until it is stopped
+
+
+def test_byte_ranges_of_a_file_replay_as_the_whole_file(tmp_path: Path) -> None:
+    """Sources for line-aligned ranges give the whole file's runs, labels, lines and problems."""
+    from loopwarden.traces import ByteRange, Source
+
+    lines = []
+    for n in range(9):
+        calls = [
+            {"role": "assistant", "tool_calls": [_call(f"c{i}", "poll", {"job": n})]}
+            for i in range(12)
+        ]
+        results = [{"role": "tool", "tool_call_id": f"c{i}", "content": "busy"} for i in range(12)]
+        messages = [m for pair in zip(calls, results, strict=True) for m in pair]
+        conversation: dict[str, Any] = {"messages": messages}
+        if n % 3 == 0:
+            conversation["id"] = f"run-{n}"
+        lines.append(json.dumps(conversation).encode() + b"\n")
+    lines.insert(5, b"{broken\n")
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(b"".join(lines))
+    cuts = [0, len(b"".join(lines[:3])), len(b"".join(lines[:7])), path.stat().st_size]
+    ranges = [
+        Source(str(path), path, ByteRange(start, end, 1 + [0, 3, 7][i], "chat"))
+        for i, (start, end) in enumerate(itertools.pairwise(cuts))
+    ]
+    config = lw.load_config(CONFIG)
+    whole, parts = Collect(), Collect()
+    one = replay_sources(expand_paths([str(path)]), config, writer=whole)
+    split = replay_sources(ranges, config, writer=parts)
+    rows = [[(r.label, r.line, r.calls, r.level) for r in w.reports] for w in (whole, parts)]
+    assert rows[0] == rows[1] and len(rows[0]) == 9
+    assert [r[0] for r in rows[0]][:3] == ["run-0", "runs#2", "runs#3"]
+    assert one.to_dict() == split.to_dict() and len(split.inputs) == 1
+    assert one.problem_list == split.problem_list == [(f"{path}:6", one.problem_list[0][1])]
+
+
+def _call(ident: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "type": "function",
+        "function": {"name": tool, "arguments": json.dumps(args)},
+    }
+
+
+def test_unknown_tool_wordings_still_found_behind_the_quick_check() -> None:
+    """Each wording the guard knows is still an error naming the tool; other texts are results."""
+    from loopwarden.hashing import MISSING
+    from loopwarden.traces._common import _UNKNOWN_WORDS, outcome_from_text
+
+    wordings = [
+        "Unknown tool name: 'fetch_page'",
+        "unknown tool: fetch_page",
+        "Tool 'fetch_page' not found.",
+        "Tool fetch_page is not available",
+        "No such tool available: fetch_page",
+        "unsupported call: fetch_page",
+        "Error: fetch_page is not a valid tool, try one of [search].",
+    ]
+    for text in wordings:
+        assert outcome_from_text("Fetch_Page ", text) == (MISSING, text), text
+    for text in ("fetch_page returned 3 rows", "Tool 'search' not found.", "unknown tool: x"):
+        assert outcome_from_text("fetch_page", text) == (text, MISSING), text
+    # The quick check only skips texts in which no wording can match.
+    from loopwarden.hashing import _UNKNOWN_PATTERNS
+
+    for pattern in _UNKNOWN_PATTERNS:
+        assert any(word in pattern.pattern.lower() for word in _UNKNOWN_WORDS), pattern.pattern

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,32 +11,21 @@ import pytest
 
 from loopwarden.config import load_config
 from loopwarden.fleet import plan_shards, run_shards
-from loopwarden.fleet.replay import replay_fleet
+from loopwarden.fleet.replay import replay_fleet, replay_shards
 from loopwarden.tune import build_candidates, default_changes, tune
 from loopwarden.tune.report import to_dict
-from tests.tune.corpus import conversation, plain, slow_progress, stuck_loop, write_jsonl
+from tests.tune.corpus import (
+    conversation,
+    fleet_corpus,
+    plain,
+    stuck_loop,
+    write_jsonl,
+)
 
 from ._jobs import DiesOnCrashFile, summary
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples" / "traces"
 BASE = load_config({"tools": {"loopDetection": {"enabled": True}}})
 SPLIT = 4096  # bytes per range of a large one-run-per-line file, small for the tests
-
-
-def _corpus(folder: Path) -> Path:
-    """The shipped examples, a .gz copy of one, and a file of 60 conversations (split in ranges)."""
-    shutil.copytree(EXAMPLES, folder / "examples")
-    codex = next((folder / "examples" / "codex").glob("*.jsonl"))
-    (folder / "examples" / "codex" / (codex.name + ".gz")).write_bytes(
-        gzip.compress(codex.read_bytes())
-    )
-    runs = []
-    for n in range(60):
-        calls = [stuck_loop, slow_progress, plain][n % 3]()
-        runs.append(conversation(None if n % 2 else f"conv-{n}", calls, usage=50 + n))
-    write_jsonl(folder / "many.jsonl", runs)
-    return folder
 
 
 def _tune_json(shards: Any, **engine: Any) -> dict[str, Any]:
@@ -49,7 +36,7 @@ def _tune_json(shards: Any, **engine: Any) -> dict[str, Any]:
 
 def test_large_files_are_split_by_run_and_give_the_whole_file_result(tmp_path: Path) -> None:
     """Ranges of a one-run-per-line file replay to exactly the runs of the whole file."""
-    folder = _corpus(tmp_path)
+    folder = fleet_corpus(tmp_path)
     split = plan_shards([str(folder / "many.jsonl")], split_bytes=SPLIT)
     whole = plan_shards([str(folder / "many.jsonl")])
     assert len(split) > 3 and len(whole) == 1
@@ -64,7 +51,7 @@ def test_large_files_are_split_by_run_and_give_the_whole_file_result(tmp_path: P
 
 def test_same_tune_totals_on_one_and_two_workers(tmp_path: Path) -> None:
     """workers=1 (in process) and workers=2 (processes) give the identical tune report."""
-    shards = plan_shards([str(_corpus(tmp_path))], split_bytes=SPLIT)
+    shards = plan_shards([str(fleet_corpus(tmp_path))], split_bytes=SPLIT)
     one = _tune_json(shards, workers=1)
     two = _tune_json(shards, workers=2)
     assert one == two
@@ -73,7 +60,7 @@ def test_same_tune_totals_on_one_and_two_workers(tmp_path: Path) -> None:
 
 def test_same_replay_reports_on_one_and_two_workers(tmp_path: Path) -> None:
     """replay_fleet yields the same runs in the same order whatever the worker count."""
-    shards = plan_shards([str(_corpus(tmp_path))], split_bytes=SPLIT)
+    shards = plan_shards([str(fleet_corpus(tmp_path))], split_bytes=SPLIT)
     assert summary(replay_fleet(shards, BASE, workers=1)) == summary(
         replay_fleet(shards, BASE, workers=2)
     )
@@ -81,7 +68,7 @@ def test_same_replay_reports_on_one_and_two_workers(tmp_path: Path) -> None:
 
 def test_same_totals_on_ray(tmp_path: Path, local_ray: Any) -> None:
     """A local Ray (2 CPUs) gives the same tune report and replay runs as one process."""
-    shards = plan_shards([str(_corpus(tmp_path))], split_bytes=SPLIT)
+    shards = plan_shards([str(fleet_corpus(tmp_path))], split_bytes=SPLIT)
     assert _tune_json(shards, engine="ray") == _tune_json(shards, workers=1)
     assert summary(replay_fleet(shards, BASE, engine="ray")) == summary(
         replay_fleet(shards, BASE, workers=1)
@@ -90,7 +77,7 @@ def test_same_totals_on_ray(tmp_path: Path, local_ray: Any) -> None:
 
 def test_globs_and_gz_inputs(tmp_path: Path) -> None:
     """A recursive glob finds plain and .gz traces; the .gz one reads like its plain twin."""
-    folder = _corpus(tmp_path)
+    folder = fleet_corpus(tmp_path)
     shards = plan_shards([str(folder / "examples" / "**" / "rollout-*")])
     assert [Path(s.name).name.endswith(".gz") for s in shards] == [False, True]
     results = summary(replay_fleet(shards, BASE, workers=2))
@@ -126,7 +113,7 @@ def test_a_dead_worker_costs_only_its_input(tmp_path: Path) -> None:
 def test_fsspec_urls(tmp_path: Path) -> None:
     """``file://`` globs go through fsspec and read like local paths."""
     pytest.importorskip("fsspec")
-    folder = _corpus(tmp_path)
+    folder = fleet_corpus(tmp_path)
     local = plan_shards([str(folder / "examples" / "codex")])
     remote = plan_shards([f"file://{folder}/examples/codex/*.jsonl*"])
     assert all(s.url is not None for s in remote) and len(remote) == 2
@@ -144,3 +131,51 @@ def test_missing_inputs_are_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(TraceInputError, match="no such file"):
         plan_shards([str(tmp_path / "missing.jsonl")])
     assert orjson.dumps([s.name for s in plan_shards([str(tmp_path)])]) == b"[]"
+
+
+class _Runs:
+    """A run writer that keeps what the report shows of each run, in order."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+
+    def run(self, report: Any) -> None:
+        self.rows.append((report.label, report.source, report.line, report.calls, report.level))
+
+
+def test_replay_shards_in_process_and_on_workers_agree_on_split_files(tmp_path: Path) -> None:
+    """Ranges read in this process (replay_sources) and by two workers give the same runs."""
+    folder = fleet_corpus(tmp_path)
+    (folder / "broken.jsonl").write_text('{"messages": []}\n{oops\n')
+    shards = plan_shards([str(folder)], split_bytes=SPLIT)
+    assert sum(s.is_range for s in shards) > 3
+    results = []
+    for workers in (1, 2):
+        runs = _Runs()
+        totals = replay_shards(shards, BASE, writer=runs, workers=workers)
+        results.append((runs.rows, totals.to_dict(), totals.inputs, totals.problem_list))
+    assert results[0] == results[1]
+    rows, figures, inputs, problems = results[0]
+    assert figures["runs"] == len(rows) == 75 and figures["files"] == len(inputs) == 10
+    assert {"many#2", "many#60", "conv-58"} <= {row[0] for row in rows}
+    assert problems == [(f"{folder / 'broken.jsonl'}:2", problems[0][1])]
+
+
+def test_workers_from_a_forkserver_while_a_thread_runs(tmp_path: Path) -> None:
+    """With another thread alive, workers are not forked from this process; same runs."""
+    import threading
+
+    from loopwarden.fleet._engines import _context
+    from loopwarden.fleet.replay import ReplayJob
+
+    shards = plan_shards([str(fleet_corpus(tmp_path))], split_bytes=SPLIT)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert _context(ReplayJob(BASE)).get_start_method() == "forkserver"
+        two = summary(replay_fleet(shards, BASE, workers=2))
+    finally:
+        stop.set()
+        thread.join()
+    assert two == summary(replay_fleet(shards, BASE, workers=1))

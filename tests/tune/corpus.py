@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 CHROMIUM_NOTE = "chromium is not installed (CI installs it from apt)"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 
 
 def conversation(
@@ -76,15 +79,41 @@ def known_corpus(folder: Path, *, usage: int | None = 110) -> Path:
     return folder
 
 
+def fleet_corpus(folder: Path) -> Path:
+    """The shipped examples, a .gz copy of one, and a file of 60 conversations (split in ranges).
+
+    Every third conversation is stuck, every other one has no id (labelled by
+    its position), and every one records token usage.
+    """
+    shutil.copytree(EXAMPLES, folder / "examples")
+    codex = next((folder / "examples" / "codex").glob("*.jsonl"))
+    (folder / "examples" / "codex" / (codex.name + ".gz")).write_bytes(
+        gzip.compress(codex.read_bytes())
+    )
+    runs = []
+    for n in range(60):
+        calls = [stuck_loop, slow_progress, plain][n % 3]()
+        runs.append(conversation(None if n % 2 else f"conv-{n}", calls, usage=50 + n))
+    write_jsonl(folder / "many.jsonl", runs)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def local_ray() -> Any:
-    """A local Ray with two CPUs for the whole session (skipped without ray, except in CI)."""
+    """A local Ray with two CPUs for the whole session (skipped without ray, except in CI).
+
+    Test folders import this fixture each on their own; the first one starts Ray
+    and the others use it.
+    """
     try:
         import ray
     except ImportError:
         if os.environ.get("CI"):
             pytest.fail("ray is required in CI (the loopwarden[ray] extra)")
         pytest.skip("ray is not installed (pip install 'loopwarden[ray]')")
+    if ray.is_initialized():
+        yield ray
+        return
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "loopwarden.cli.replay",
         "Replay recorded agent traces: where runs looped and what a config would catch.",
     ),
+    "tune": (
+        "loopwarden.cli.tune",
+        "Replay runs under a grid of configs and recommend thresholds for your agents.",
+    ),
     "config": (
         "loopwarden.cli.config_cmd",
         "Validate a config and show the effective settings per agent.",

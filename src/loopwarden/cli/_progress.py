@@ -55,7 +55,6 @@ class ProgressBar:
     def start(self) -> None:
         self.bar.__enter__()
         self.bar.render_progress()
-        self._thread.start()
 
     def _loop(self) -> None:
         while not self._stop.wait(0.2):
@@ -75,6 +74,11 @@ class ProgressBar:
     def open(self, opened: OpenedSource) -> None:
         with self.lock:
             self.current = opened
+        # Polling starts with the first input read here; inputs read by worker
+        # processes advance the bar as they finish (and no thread is running
+        # when the workers are forked).
+        if self._thread.ident is None and not self._stop.is_set():
+            self._thread.start()
 
     def file_done(self, index: int) -> None:
         with self.lock:

@@ -21,6 +21,7 @@ from ._clickutil import (
     run_command,
     styler,
 )
+from ._fleet import FleetOptions, input_format, input_options, plan, replay_report_options
 from ._progress import BelowBar, ProgressBar, echo_err, isatty
 
 if TYPE_CHECKING:
@@ -35,21 +36,13 @@ __all__ = ["main"]
 MAX_PROBLEMS_SHOWN = 20
 DEFAULT_CONFIG = {"tools": {"loopDetection": {"enabled": True}}}
 
-_FORMAT_NAMES = (
-    "loopwarden",
-    "claude-code",
-    "codex",
-    "openclaw",
-    "chat",
-    "otel",
-)
-
 HELP = """Replay recorded agent traces through the loopwarden runtime guard.
 
 \b
 PATH is a trace file, a folder (searched recursively for *.jsonl, *.json,
-*.ndjson, optionally .gz) or - for stdin. For every run in the traces, replay
-reports each warning, block, stop and post-compaction abort the guard would
+*.ndjson, optionally .gz), a glob ('runs/**/*.jsonl.gz'), an fsspec URL
+(s3://bucket/runs/, with fsspec installed) or - for stdin. For every run in
+the traces, replay reports each warning, block, stop and post-compaction abort the guard would
 have issued (call index, tool, detector, count), how many calls came after
 the first warning (calls a guard would have saved) and a one-line verdict.
 
@@ -71,6 +64,12 @@ warningThreshold=5 --set detectors.pingPong=false) lays values over its global
 tools.loopDetection block (a per-agent block still wins for keys it sets).
 
 \b
+Fleet: inputs are replayed on --workers local processes (by default one per
+core) or on Ray (--engine ray [--ray-address ADDRESS]), split by file and, for
+large JSONL files of one conversation per line, by run. The report is the same
+whatever runs it.
+
+\b
 Exit codes: 0 done; 1 --fail-on threshold reached; 2 usage error (bad option,
 missing path, invalid config, no readable trace); 130 interrupted.
 
@@ -81,6 +80,7 @@ Examples:
   loopwarden replay run.jsonl --set warningThreshold=5 --fail-on critical
   loopwarden replay traces/ --format html -o report.html
   loopwarden replay traces/ --format otlp-json -o spans.jsonl
+  loopwarden replay 'archive/**/*.jsonl.gz' --workers 8 --format json -o all.json
 """
 
 
@@ -101,29 +101,8 @@ Examples:
     metavar="KEY=VALUE",
     help="Override a tools.loopDetection value (repeatable).",
 )
-@click.option(
-    "--input-format",
-    default="auto",
-    show_default=True,
-    metavar="FORMAT",
-    help=f"Trace format: auto, {', '.join(_FORMAT_NAMES)}.",
-)
-@click.option(
-    "-f",
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json", "html", "otlp-json"], case_sensitive=False),
-    default="text",
-    show_default=True,
-    help="Report format (otlp-json: the decisions as OTLP/JSON traces, one line per run).",
-)
-@click.option(
-    "-o",
-    "--output",
-    default="-",
-    metavar="FILE",
-    help="Write the report here instead of stdout.",
-)
+@input_options
+@replay_report_options
 @click.option(
     "--fail-on",
     type=click.Choice(["warning", "critical"], case_sensitive=False),
@@ -132,21 +111,12 @@ Examples:
 )
 @click.option("--loops-only", is_flag=True, help="Text report: leave out runs without findings.")
 @click.option("-v", "--verbose", is_flag=True, help="Text report: show the message of each event.")
-@click.option(
-    "--color/--no-color", "color", default=None, help="Colour the text report (default: on a TTY)."
-)
-@click.option(
-    "--progress/--no-progress",
-    "progress",
-    default=None,
-    help="Progress bar on stderr (default: when stderr is a TTY).",
-)
 def replay_command(
     paths: tuple[str, ...],
     config_path: str | None,
     agent: str | None,
     sets: tuple[str, ...],
-    input_format: str,
+    format_name: str,
     output_format: str,
     output: str,
     fail_on: str | None,
@@ -154,19 +124,16 @@ def replay_command(
     verbose: bool,
     color: bool | None,
     progress: bool | None,
+    workers: int | None,
+    engine: str,
+    ray_address: str | None,
 ) -> int:
     from .._util import package_version
+    from ..fleet.replay import replay_shards
     from ..report import ReplayMeta, writer_for
-    from ..traces import TraceInputError, expand_paths, normalize_format
-    from ..traces.replay import replay_sources
 
-    forced: str | None = None
-    if input_format.lower() != "auto":
-        try:
-            forced = normalize_format(input_format)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--input-format") from None
-
+    forced = input_format(format_name)
+    fleet = FleetOptions(workers, engine, ray_address)
     overrides = parse_sets(sets)
     config = load_cli_config(config_path, overrides, default=DEFAULT_CONFIG)
     effective = config.for_agent(agent)
@@ -177,10 +144,7 @@ def replay_command(
             "rolling-history detectors are off; add --set enabled=true to replay them.",
             err=True,
         )
-    try:
-        sources = expand_paths(paths)
-    except TraceInputError as exc:
-        raise UsageFailure(str(exc)) from None
+    shards = plan(paths, forced)
     meta = ReplayMeta(
         config_source=config_path,
         agent=agent,
@@ -196,7 +160,7 @@ def replay_command(
             fmt, out.binary, out.text, style=styler(colour), verbose=verbose, loops_only=loops_only
         )
         err_style = styler(colour_enabled(color, sys.stderr))
-        sizes = [s.size or 0 for s in sources]
+        sizes = [s.size for s in shards]
         show_progress = isatty(sys.stderr) if progress is None else progress
         bar = ProgressBar(sizes) if show_progress and sum(sizes) > 0 else None
         shown = 0
@@ -221,16 +185,18 @@ def replay_command(
         try:
             if bar is not None:
                 bar.start()
-            totals = replay_sources(
-                sources,
+            totals = replay_shards(
+                shards,
                 config,
                 writer=runs,
                 agent_id=agent,
-                input_format=forced,
                 timeline=fmt in ("html", "otlp-json"),
                 on_problem=on_problem,
                 on_error=on_error,
                 progress=bar,
+                workers=fleet.workers,
+                engine=fleet.engine,
+                ray_address=fleet.ray_address,
             )
         finally:
             if bar is not None:

@@ -18,6 +18,8 @@ from ._clickutil import (
     run_command,
     styler,
 )
+from ._fleet import FleetOptions, input_format, input_options, plan, report_options
+from ._progress import isatty
 
 __all__ = ["main", "tune_command"]
 
@@ -82,52 +84,13 @@ Examples:
 @click.option(
     "--loop-min",
     default=10,
+    metavar="N",
     show_default=True,
     type=click.IntRange(2, 10_000),
     help="Calls in a row (same call, or two alternating) that count as a loop.",
 )
-@click.option(
-    "--input-format",
-    default="auto",
-    show_default=True,
-    metavar="FORMAT",
-    help="Trace format: auto, loopwarden, claude-code, codex, openclaw, chat, otel.",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 4096),
-    metavar="N",
-    help="Worker processes (default: the number of cores).",
-)
-@click.option(
-    "--engine",
-    type=click.Choice(["local", "ray"], case_sensitive=False),
-    default="local",
-    show_default=True,
-    help="Run shards locally or on Ray.",
-)
-@click.option(
-    "--ray-address",
-    metavar="ADDRESS",
-    help="Ray cluster to use (default: a local Ray started for this run).",
-)
-@click.option(
-    "-f",
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json", "html"], case_sensitive=False),
-    default="text",
-    show_default=True,
-    help="Report format.",
-)
-@click.option("-o", "--output", default="-", metavar="FILE", help="Write the report here.")
-@click.option("--color/--no-color", "color", default=None, help="Colour the text report.")
-@click.option(
-    "--progress/--no-progress",
-    "progress",
-    default=None,
-    help="Progress bar on stderr (default: when stderr is a TTY).",
-)
+@input_options
+@report_options
 def tune_command(
     paths: tuple[str, ...],
     grids: tuple[str, ...],
@@ -136,19 +99,16 @@ def tune_command(
     labels_path: str | None,
     label_field: str | None,
     loop_min: int,
-    input_format: str,
-    workers: int | None,
-    engine: str,
-    ray_address: str | None,
+    format_name: str,
     output_format: str,
     output: str,
     color: bool | None,
     progress: bool | None,
+    workers: int | None,
+    engine: str,
+    ray_address: str | None,
 ) -> int:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from ..fleet import check_engine, plan_shards
-    from ..traces import TraceInputError, normalize_format
+    from .._util import package_version
     from ..tune import (
         GridError,
         LabelBook,
@@ -160,18 +120,8 @@ def tune_command(
         tune,
     )
 
-    forced: str | None = None
-    if input_format.lower() != "auto":
-        try:
-            forced = normalize_format(input_format)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--input-format") from None
-    engine = engine.lower()
-    if ray_address is not None and engine != "ray":
-        raise UsageFailure("--ray-address needs --engine ray")
-    problem = check_engine(engine)
-    if problem is not None:
-        raise UsageFailure(problem)
+    forced = input_format(format_name)
+    fleet = FleetOptions(workers, engine, ray_address)
     base = load_cli_config(config_path, {}, default=DEFAULT_CONFIG)
     try:
         changes = grid_changes(parse_grid(grids)) if grids else default_changes()
@@ -188,15 +138,12 @@ def tune_command(
             raise UsageFailure(f"--labels: {exc}") from None
         if not labels:
             raise UsageFailure(f"--labels: {labels_path} has no good/bad label")
-    try:
-        shards = plan_shards(paths, input_format=forced)
-    except TraceInputError as exc:
-        raise UsageFailure(str(exc)) from None
+    shards = plan(paths, forced)
     if not shards:
         raise UsageFailure("no trace files found")
 
     err_style = styler(colour_enabled(color, sys.stderr))
-    show_progress = progress if progress is not None else _isatty(sys.stderr)
+    show_progress = progress if progress is not None else isatty(sys.stderr)
     total = sum(s.size for s in shards)
     bar: Any = None
     if show_progress and total > 0:
@@ -225,9 +172,9 @@ def tune_command(
             label_field=label_field,
             agent=agent,
             min_loop=loop_min,
-            workers=workers,
-            engine="ray" if engine == "ray" else "local",
-            ray_address=ray_address,
+            workers=fleet.workers,
+            engine=fleet.engine,
+            ray_address=fleet.ray_address,
             on_shard=on_shard,
         )
     finally:
@@ -239,12 +186,8 @@ def tune_command(
         click.echo("loopwarden tune: error: no readable trace", err=True)
         return EXIT_USAGE
 
-    try:
-        loopwarden_version = version("loopwarden")
-    except PackageNotFoundError:
-        loopwarden_version = "0+unknown"
     text = _render(
-        outcome, output_format.lower(), loopwarden_version, labels_path, label_field, color, output
+        outcome, output_format.lower(), package_version(), labels_path, label_field, color, output
     )
     if output == "-":
         click.echo(text, nl=False)
@@ -284,13 +227,6 @@ def _render(
     paint = styler(colour_enabled(color, sys.stdout if output == "-" else None))
     write_text(outcome, lines.append, paint)
     return "\n".join(lines) + "\n"
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 def _err(bar: Any, text: str) -> None:

@@ -8,9 +8,10 @@
   on ``workers`` local processes or on Ray — and yields the results in shard
   order. Workers stream their input (memory stays flat) and send back small
   summaries, never traces; a dead worker costs only its shard.
-* :class:`ShardJob` is the common task shape (a sink per shard, problems with
-  ``file:line``); :func:`~loopwarden.fleet.replay.replay_fleet` is ``replay``
-  on a fleet, and :mod:`loopwarden.tune` builds on the same parts.
+* :class:`ShardJob` is the common task shape (a sink per shard read by
+  :func:`loopwarden.traces.read_input`, problems with ``file:line``);
+  :func:`~loopwarden.fleet.replay.replay_shards` is ``replay`` on a fleet, and
+  :mod:`loopwarden.tune` builds on the same parts.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ from __future__ import annotations
 from ._engines import ENGINES, ShardTask, default_workers, run_shards
 from ._inputs import SPLIT_BYTES, Shard, plan_shards
 from ._job import ShardJob, ShardResult, ShardSink
-from ._read import RecordTap, read_shard
+from ._read import local_source, shard_source
 
 __all__ = [
     "ENGINES",
     "SPLIT_BYTES",
-    "RecordTap",
     "Shard",
     "ShardJob",
     "ShardResult",
@@ -31,9 +31,10 @@ __all__ = [
     "ShardTask",
     "check_engine",
     "default_workers",
+    "local_source",
     "plan_shards",
-    "read_shard",
     "run_shards",
+    "shard_source",
 ]
 
 

@@ -18,13 +18,25 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from ._inputs import Shard
 
-__all__ = ["ENGINES", "ShardTask", "default_workers", "run_shards"]
+__all__ = [
+    "ENGINES",
+    "IN_PROCESS_BYTES",
+    "ShardTask",
+    "choose_workers",
+    "default_workers",
+    "in_process",
+    "run_shards",
+]
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
 ENGINES = ("local", "ray")
 Engine = Literal["local", "ray"]
+
+IN_PROCESS_BYTES = 16 << 20
+"""Without a worker count, inputs smaller than this in all are read in this process:
+starting worker processes would cost more than they save."""
 
 # Shards in flight per worker: enough to keep workers busy while the parent
 # consumes results in order, few enough that waiting results stay small.
@@ -51,6 +63,24 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def choose_workers(shards: Sequence[Shard], workers: int | None, engine: str) -> int:
+    """``workers`` as given; by default one per core, or 1 for small local inputs."""
+    if workers is not None:
+        return workers
+    if engine == "local" and sum(s.size for s in shards) < IN_PROCESS_BYTES:
+        return 1
+    return default_workers()
+
+
+def in_process(shards: Sequence[Shard], workers: int | None, engine: str) -> bool:
+    """Whether :func:`run_shards` runs every shard in this process."""
+    if engine != "local":
+        return False
+    if any(s.path is None and s.url is None for s in shards):
+        return True  # stdin can only be read by this process
+    return choose_workers(shards, workers, engine) <= 1 or len(shards) <= 1
+
+
 def _run_task(task: ShardTask[R], shard: Shard) -> R:
     return task.run(shard)
 
@@ -66,18 +96,18 @@ def run_shards(
     """Run ``task`` on every shard; yields the results in shard order.
 
     ``engine="local"`` uses ``workers`` processes (the number of cores by
-    default; 1 runs in this process). ``engine="ray"`` submits the shards as
+    default, but 1 for inputs under :data:`IN_PROCESS_BYTES` in all; 1 runs in this
+    process). ``engine="ray"`` submits the shards as
     Ray tasks: to the cluster at ``ray_address``, to a Ray already initialised
     in this process, or to a local Ray started (and stopped) here with
     ``workers`` CPUs.
     """
-    count = workers if workers is not None else default_workers()
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    count = choose_workers(shards, workers, engine)
     if engine == "ray":
         return _ray(task, shards, count, ray_address)
-    if engine != "local":
-        raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
-    if count <= 1 or len(shards) <= 1 or any(s.path is None and s.url is None for s in shards):
-        # (stdin can only be read by this process)
+    if in_process(shards, workers, engine):
         return (task.run(shard) for shard in shards)
     return _processes(task, shards, min(count, len(shards)))
 
@@ -89,13 +119,7 @@ class _Pool(Generic[R]):
         self.executor = self._new()
 
     def _new(self) -> ProcessPoolExecutor:
-        import multiprocessing
-
-        # forkserver: workers start clean (no copied threads or locks of the parent).
-        method = (
-            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-        )
-        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(method))
+        return ProcessPoolExecutor(self.workers, mp_context=_context(self.task))
 
     def submit(self, shard: Shard) -> Future[R]:
         return self.executor.submit(_run_task, self.task, shard)
@@ -114,6 +138,27 @@ class _Pool(Generic[R]):
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _context(task: Any) -> Any:
+    """How to start workers: fork while this process runs no other thread, else forkserver.
+
+    Forked workers start at once with every module already imported (a
+    forkserver costs about half a second before the first result); forking
+    with other threads running could copy a held lock, so then workers come
+    from a forkserver that imports the task's module once for all of them.
+    """
+    import multiprocessing
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" not in methods:
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", type(task).__module__])
+    return context
 
 
 def _processes(task: ShardTask[R], shards: Sequence[Shard], workers: int) -> Iterator[R]:
@@ -155,7 +200,14 @@ def _ray(
         raise RuntimeError("--engine ray needs Ray: pip install 'loopwarden[ray]'") from None
     started = False
     if not ray.is_initialized():
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        import logging
+
+        # Ray's own start-up chatter would mix with the report's messages on stderr.
+        options: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "logging_level": logging.WARNING,
+        }
         if address is None:
             options["num_cpus"] = workers
         ray.init(address=address, **options)

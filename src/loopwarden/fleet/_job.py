@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
-from ..traces import TraceFormatError, TraceInputError, TraceSink
+from ..traces import InputInfo, RecordTap, ReplaySink, TraceInputError, read_input
 from ._inputs import Shard
-from ._read import RecordTap, read_shard
+from ._read import local_source
 
 __all__ = ["MAX_PROBLEMS_KEPT", "ShardJob", "ShardResult", "ShardSink"]
 
@@ -18,13 +18,8 @@ P = TypeVar("P")
 MAX_PROBLEMS_KEPT = 1000
 """Problems a shard sends back in full; the rest are only counted."""
 
-
-class ShardSink(TraceSink, Protocol):
-    """A trace sink that can be told its source and finishes its open runs."""
-
-    def set_source(self, source: str, fmt: str) -> None: ...
-
-    def finish(self) -> None: ...
+ShardSink = ReplaySink
+"""A trace sink that can be told its source and finishes its open runs."""
 
 
 @dataclass
@@ -32,16 +27,31 @@ class ShardResult(Generic[P]):
     """What one shard sends back: never the trace, only what the parent reports."""
 
     shard: Shard
-    format: str | None
-    """Detected (or forced) format; None for an empty or unreadable input."""
-    error: str | None
-    """Why the input (or the rest of it) was skipped, if it was."""
+    info: InputInfo
+    """The input as this shard saw it (format, or why it was skipped)."""
+    message: str | None
+    """One line naming the input, when it could not be read (for stderr)."""
     payload: P
     problems: list[tuple[str, str]] = field(default_factory=list)
     """``(where, reason)`` of skipped records, ``where`` as ``file:line``."""
     problem_count: int = 0
     cpu: float = 0.0
     """CPU seconds the worker spent on this shard (for cost figures on a shared machine)."""
+
+    @property
+    def format(self) -> str | None:
+        """Detected (or forced) format; None for an empty or unreadable input."""
+        return self.info.format
+
+    @property
+    def error(self) -> str | None:
+        """Why the input (or the rest of it) was skipped, if it was."""
+        return self.info.error
+
+    @property
+    def part(self) -> int | None:
+        """The shard's range of its file (None: the whole file)."""
+        return self.shard.part if self.shard.is_range else None
 
 
 class _Problems:
@@ -59,7 +69,8 @@ class ShardJob(ABC, Generic[P]):
     """Template of a shard task (see :class:`~loopwarden.fleet.ShardTask`).
 
     Subclasses build a sink per shard and say what to send back; reading,
-    problems and failures are handled here the same way for every job.
+    problems and failures are :func:`loopwarden.traces.read_input`'s, the
+    same as for a replay in one process.
     """
 
     @abstractmethod
@@ -82,26 +93,18 @@ class ShardJob(ABC, Generic[P]):
         started = time.process_time()
         problems = _Problems()
         sink = self.sink(shard, problems)
-        sink.set_source(shard.name, shard.fmt or "?")
-        fmt: str | None = None
-        error: str | None = None
-
-        def named(found: str) -> None:
-            nonlocal fmt
-            fmt = found
-            sink.set_source(shard.name, found)
-
         try:
-            if read_shard(shard, sink, tap=self.tap(sink), on_format=named) is None:
-                error = "empty input"
-        except (TraceFormatError, TraceInputError) as exc:
-            error = str(exc)
-        except Exception as exc:  # a reader bug must not end the whole job
-            error = f"internal error while reading: {type(exc).__name__}: {exc}"
+            with local_source(shard) as source:
+                info, message = read_input(
+                    source, sink, index=shard.index, input_format=shard.fmt, tap=self.tap(sink)
+                )
+        except TraceInputError as exc:  # a URL that cannot be fetched
+            info, message = InputInfo(shard.name, None, str(exc)), str(exc)
         sink.finish()
         payload = self.payload(sink)
         cpu = time.process_time() - started
-        return ShardResult(shard, fmt, error, payload, problems.kept, problems.count, cpu)
+        return ShardResult(shard, info, message, payload, problems.kept, problems.count, cpu)
 
     def failed(self, shard: Shard, reason: str) -> ShardResult[P]:
-        return ShardResult(shard, None, f"{shard.name}: {reason}", self.empty())
+        message = f"{shard.name}: {reason}"
+        return ShardResult(shard, InputInfo(shard.name, None, message), message, self.empty())

@@ -2,87 +2,40 @@
 
 Workers send back the finished :class:`~loopwarden.traces.replay.RunReport` of
 each run (bounded: at most ``max_events`` events and a ``timeline_limit``
-timeline per run), never the trace. :func:`replay_fleet` yields them in the
-order a single-process replay reports them, with the input's format, error and
-problems, for the same report writers.
+timeline per run), never the trace. :func:`replay_shards` folds them into the
+same :class:`~loopwarden.traces.replay.Totals` and writer calls, in the same
+order, as :func:`~loopwarden.traces.replay.replay_sources` on one process —
+which is what it runs when there is nothing to share out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
-from ..traces.replay import Replayer, RunReport
-from ._engines import Engine, run_shards
+from ..traces.chat import RangeLabels
+from ..traces.replay import (
+    Replayer,
+    ReplayMerge,
+    ReplayProgress,
+    RunReport,
+    RunWriter,
+    Totals,
+    replay_sources,
+)
+from ._engines import Engine, in_process, run_shards
 from ._inputs import Shard
 from ._job import ShardJob, ShardResult, ShardSink
+from ._read import shard_source
 
-__all__ = ["Renumber", "ReplayJob", "ReplayPayload", "numbering", "replay_fleet"]
-
-
-def chunk_number(key: str, label: str, name: str) -> tuple[int, bool] | None:
-    """``(n, generated)`` for the n-th Chat conversation of a range, or None for other runs.
-
-    The Chat reader numbers conversations in file order and labels those
-    without an id ``<stem>#<n>``; a worker that reads a range of the file
-    numbers from 1, so the parent adds the count of the ranges before it
-    (see :class:`Renumber`). ``generated`` says the label is such a number.
-    """
-    _, sep, number = key.rpartition("\x1e")
-    if not sep or not number.isdigit():
-        return None
-    stem = name.rsplit("/", 1)[-1]
-    for suffix in (".gz", ".jsonl", ".ndjson", ".json"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-    return int(number), label == f"{stem}#{number}"
-
-
-def numbering(keys: Sequence[tuple[str, str, str]]) -> tuple[list[int | None], int]:
-    """Per ``(key, label, source)``: the number of a generated label; and the conversations seen."""
-    numbers: list[int | None] = []
-    seen = 0
-    for key, label, source in keys:
-        found = chunk_number(key, label, source)
-        if found is None:
-            numbers.append(None)
-            continue
-        seen = max(seen, found[0])
-        numbers.append(found[0] if found[1] else None)
-    return numbers, seen
-
-
-class Renumber:
-    """Fixes the numbers of id-less conversations read from ranges of one file."""
-
-    def __init__(self) -> None:
-        self._index = -1
-        self._offset = 0
-
-    def start(self, shard: Shard, conversations: int) -> int:
-        """The offset for this shard's numbers; call once per result, in order."""
-        if shard.index != self._index or shard.part == 0:
-            self._index, self._offset = shard.index, 0
-        offset = self._offset
-        self._offset += conversations
-        return offset
-
-    @staticmethod
-    def label(label: str, local: int | None, offset: int) -> str:
-        if local is None or offset == 0:
-            return label
-        stem = label.rpartition("#")[0]
-        return f"{stem}#{local + offset}"
+__all__ = ["ReplayJob", "ReplayPayload", "replay_fleet", "replay_shards"]
 
 
 @dataclass
 class ReplayPayload:
     reports: list[RunReport]
-    numbers: list[int | None]
-    """Per report, its per-range conversation number when it has a generated label."""
-    conversations: int
 
 
 class _ReplaySink(Replayer):
@@ -110,11 +63,10 @@ class ReplayJob(ShardJob[ReplayPayload]):
 
     def payload(self, sink: ShardSink) -> ReplayPayload:
         assert isinstance(sink, _ReplaySink)
-        numbers, seen = numbering([(r.key, r.label, r.source) for r in sink.reports])
-        return ReplayPayload(sink.reports, numbers, seen)
+        return ReplayPayload(sink.reports)
 
     def empty(self) -> ReplayPayload:
-        return ReplayPayload([], [], 0)
+        return ReplayPayload([])
 
 
 def replay_fleet(
@@ -128,12 +80,65 @@ def replay_fleet(
     ray_address: str | None = None,
 ) -> Iterator[ShardResult[ReplayPayload]]:
     """Replay every shard; yields shard results in input order, run labels made whole-file."""
-    renumber = Renumber()
+    labels = RangeLabels()
     job = ReplayJob(config, agent=agent, timeline=timeline)
     for result in run_shards(job, shards, workers=workers, engine=engine, ray_address=ray_address):
-        payload = result.payload
-        offset = renumber.start(result.shard, payload.conversations)
-        if offset:
-            for report, local in zip(payload.reports, payload.numbers, strict=True):
-                report.label = Renumber.label(report.label, local, offset)
+        if result.part is not None:
+            labels.next_range(first=result.part == 0)
+            for report in result.payload.reports:
+                report.label = labels.label(report.key, report.label, report.source)
         yield result
+
+
+def replay_shards(
+    shards: Sequence[Shard],
+    config: Config,
+    *,
+    writer: RunWriter,
+    agent_id: str | None = None,
+    timeline: bool = False,
+    on_problem: Callable[[str, str], None] | None = None,
+    on_error: Callable[[str], None] | None = None,
+    progress: ReplayProgress | None = None,
+    workers: int | None = None,
+    engine: Engine = "local",
+    ray_address: str | None = None,
+) -> Totals:
+    """Replay the shards of :func:`~loopwarden.fleet.plan_shards` and return the totals.
+
+    The same as :func:`~loopwarden.traces.replay.replay_sources` over the same
+    inputs (same runs, labels, order, problems and totals) on ``workers``
+    local processes or on Ray. ``workers`` None: the number of cores, but
+    one process for small inputs (see :func:`~loopwarden.fleet.run_shards`). In this
+    process, runs reach ``writer`` as they end and ``progress`` follows the
+    reading; from workers, they come shard by shard (``progress.file_done``
+    per shard). Forced formats travel in the shards (``plan_shards(input_format=)``).
+    """
+    here = in_process(shards, workers, engine)
+    formats = {s.fmt for s in shards if not s.is_range}  # one: the forced one, or None
+    if here and len(formats) <= 1 and not any(s.url for s in shards):
+        return replay_sources(
+            [shard_source(s) for s in shards],
+            config,
+            writer=writer,
+            agent_id=agent_id,
+            input_format=next(iter(formats), None),
+            timeline=timeline,
+            on_problem=on_problem,
+            on_error=on_error,
+            progress=progress,
+        )
+    merge = ReplayMerge(writer, on_problem=on_problem, on_error=on_error)
+    job = ReplayJob(config, agent=agent_id, timeline=timeline)
+    results = run_shards(job, shards, workers=workers, engine=engine, ray_address=ray_address)
+    for position, result in enumerate(results):
+        merge.begin_input(part=result.part)
+        for where, reason in result.problems:
+            merge.problem(where, reason)
+        merge.totals.problems += result.problem_count - len(result.problems)
+        for report in result.payload.reports:
+            merge.run(report)
+        merge.end_input(result.info, result.message)
+        if progress is not None:
+            progress.file_done(position)
+    return merge.totals

@@ -5,11 +5,14 @@ moments of a run (calls, outcomes, compactions) for a
 :class:`~loopwarden.traces._sink.TraceSink` — in practice the
 :class:`~loopwarden.traces.replay.Replayer`, which drives the real runtime
 guard. :func:`read_source` detects the format of one input (or takes the one
-given) and streams it through the right reader.
+given) and streams it through the right reader; :func:`read_input` does the
+same for a replay and turns every way an input can fail into an
+:class:`InputInfo` instead of an exception.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -17,8 +20,10 @@ from typing import Any
 import orjson
 
 from ._common import ReadContext, jsonl_records
-from ._sink import Loc, TraceSink, format_loc
+from ._results import InputInfo
+from ._sink import Loc, ReplaySink, TraceSink, format_loc
 from ._source import (
+    ByteRange,
     OpenedSource,
     Source,
     TraceInputError,
@@ -31,7 +36,11 @@ from ._source import (
 __all__ = [
     "ALIASES",
     "FORMATS",
+    "ByteRange",
+    "InputInfo",
     "OpenedSource",
+    "RecordTap",
+    "ReplaySink",
     "Source",
     "TraceFormatError",
     "TraceInputError",
@@ -40,8 +49,16 @@ __all__ = [
     "expand_paths",
     "format_loc",
     "normalize_format",
+    "read_input",
     "read_source",
 ]
+
+RecordTap = Callable[[str, Iterable[tuple[Loc, Any]]], Iterable[tuple[Loc, Any]]]
+"""``tap(format, records)``: sees every record on its way to the reader, and passes it on.
+
+For what no reader keeps (``loopwarden tune --label-field`` reads an outcome
+label from any field). Loopwarden run records pass as raw ``(line, bytes)``.
+"""
 
 # name -> (reader module, what it reads)
 FORMATS: dict[str, tuple[str, str]] = {
@@ -206,8 +223,13 @@ def read_source(
     input_format: str | None = None,
     on_open: Callable[[OpenedSource], None] | None = None,
     on_format: Callable[[str], None] | None = None,
+    tap: RecordTap | None = None,
 ) -> str | None:
     """Stream one input through its reader. Returns the format, or None for an empty input.
+
+    A source with a :attr:`~Source.byte_range` is read as JSONL lines of the
+    range's format (unless ``input_format`` says otherwise), numbered from
+    the range's first line. ``tap`` sees the records on their way to the reader.
 
     Raises :class:`TraceFormatError` when the format cannot be told and
     :class:`TraceInputError` when the input cannot be read.
@@ -219,7 +241,8 @@ def read_source(
         head = opened.lines.sniff()
         if not head:
             return None
-        jsonl, found = _sniff_jsonl(head)
+        part = source.byte_range
+        jsonl, found = (True, part.fmt) if part is not None else _sniff_jsonl(head)
         records: Iterable[tuple[Loc, Any]]
         if jsonl:
             fmt = input_format or found
@@ -239,12 +262,58 @@ def read_source(
             records = document_records(doc)
         if on_format is not None:
             on_format(fmt)
+        if tap is not None:
+            records = tap(fmt, records)
         module = importlib.import_module(FORMATS[fmt][0])
         context = ReadContext(source.name, source.path, index)
         module.read(records, sink, context)
         return fmt
     finally:
         opened.close()
+
+
+def read_input(
+    source: Source,
+    sink: ReplaySink,
+    *,
+    index: int,
+    input_format: str | None = None,
+    on_open: Callable[[OpenedSource], None] | None = None,
+    tap: RecordTap | None = None,
+) -> tuple[InputInfo, str | None]:
+    """:func:`read_source` for a replay: never raises for a bad input.
+
+    Returns the input's :class:`InputInfo` and, when it could not be read,
+    one line that says so (naming the input). The sink is told the source
+    and its format (``set_source``) before the records arrive; its open runs
+    are left for the caller to finish. Unknown or malformed formats,
+    unreadable files and even a bug in a reader end only this input.
+    ``KeyboardInterrupt`` and ``BrokenPipeError`` are not caught.
+    """
+    name = source.name
+    sink.set_source(name, input_format or "?")
+    info = InputInfo(name, None)
+    message = None
+    try:
+        info.format = read_source(
+            source,
+            sink,
+            index=index,
+            input_format=input_format,
+            on_open=on_open,
+            on_format=functools.partial(sink.set_source, name),
+            tap=tap,
+        )
+        if info.format is None:
+            info.error = "empty input"
+    except (TraceFormatError, TraceInputError) as exc:
+        info.error = message = str(exc)  # the message names the input
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as exc:  # a reader bug must not end the whole replay
+        info.error = f"internal error while reading: {type(exc).__name__}: {exc}"
+        message = f"{name}: {info.error}"
+    return info, message
 
 
 def _unknown_message(source: Source) -> str:

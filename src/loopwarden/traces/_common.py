@@ -1,8 +1,13 @@
-"""Small helpers shared by the trace readers."""
+"""Small helpers shared by the trace readers.
+
+Records reach the readers as parsed JSON, so a JSON object is always a
+``dict``: the readers test ``isinstance(x, dict)``, which is much cheaper on
+the replay hot path than the ``Mapping`` ABC.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +20,7 @@ from ._sink import Loc, TraceSink
 __all__ = [
     "ReadContext",
     "blocks_text",
+    "file_stem",
     "jsonl_records",
     "outcome_from_text",
     "short_title",
@@ -23,6 +29,9 @@ __all__ = [
 # Only short texts are searched for "unknown tool" wordings: real tool output
 # can be megabytes, and the not-found answers of agents are one line.
 _UNKNOWN_SCAN_LIMIT = 2000
+# Every unknown-tool wording of ``hashing.extract_unknown_tool_name`` holds one of
+# these (a test keeps the two in step).
+_UNKNOWN_WORDS = ("tool", "unsupported call")
 
 
 @dataclass(frozen=True)
@@ -37,16 +46,20 @@ class ReadContext:
 
     @property
     def stem(self) -> str:
-        if self.path is None:
-            return "stdin"
-        name = self.path.name
-        for suffix in (".gz", ".jsonl", ".ndjson", ".json"):
-            if name.endswith(suffix):
-                name = name[: -len(suffix)]
-        return name or self.path.name
+        return "stdin" if self.path is None else file_stem(self.path.name)
 
     def key(self, local: str) -> str:
         return f"{self.index}\x1f{local}"
+
+
+def file_stem(name: str) -> str:
+    """A file name without its folder and trace suffixes: ``runs.jsonl.gz`` -> ``runs``."""
+    base = name.rsplit("/", 1)[-1]
+    stem = base
+    for suffix in (".gz", ".jsonl", ".ndjson", ".json"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    return stem or base
 
 
 def jsonl_records(lines: Iterable[tuple[int, bytes]], sink: TraceSink) -> Iterator[tuple[Loc, Any]]:
@@ -69,7 +82,7 @@ def blocks_text(content: Any) -> str:
         for block in content:
             if isinstance(block, str):
                 parts.append(block)
-            elif isinstance(block, Mapping):
+            elif isinstance(block, dict):
                 text = block.get("text")
                 if isinstance(text, str):
                     parts.append(text)
@@ -86,9 +99,14 @@ def outcome_from_text(tool: str, text: str, value: Any = MISSING) -> tuple[Any, 
     the live guard sees it. Everything else is a result (``value`` if given).
     """
     if len(text) <= _UNKNOWN_SCAN_LIMIT:
-        name = extract_unknown_tool_name(text)
-        if name is not None and name == tool.strip().lower():
-            return MISSING, text
+        # The wording must name the called tool, so a text without that name
+        # (nearly every result) skips the regular expressions.
+        name = tool.strip().lower()
+        low = text.lower()
+        if name and name in low and any(word in low for word in _UNKNOWN_WORDS):
+            found = extract_unknown_tool_name(text)
+            if found is not None and found == name:
+                return MISSING, text
     return (text if value is MISSING else value), MISSING
 
 

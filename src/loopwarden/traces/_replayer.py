@@ -9,14 +9,14 @@ most ``max_events`` detailed events, and a timeline of at most
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from ..config import Config
 from ..errors import LoopAbort
 from ..events import LoopEvent
 from ..guard import LoopGuard, RunGuard
-from ..hashing import MISSING, args_hash, hash_outcome, is_known_poll
+from ..hashing import MISSING, hash_outcome, is_known_poll
 from ..stores.memory import LocalStore
 from ._results import (
     ABORTED,
@@ -29,13 +29,13 @@ from ._results import (
     ReplayEvent,
     RunReport,
 )
-from ._sink import Loc, format_loc
+from ._runbook import MAX_PENDING, RunBook, RunStart, call_signature, remember
+from ._sink import Loc
 
-__all__ = ["ReplayStore", "Replayer"]
+__all__ = ["MAX_PENDING", "ReplayStore", "Replayer"]
 
 _ACTION_FLAG = {"warn": WARNED, "block": BLOCKED, "stop": STOPPED | BLOCKED, "abort": ABORTED}
 
-MAX_PENDING = 256
 MAX_COMPACTION_MARKS = 100
 
 
@@ -49,15 +49,19 @@ class _Run:
     def __init__(self, guard: RunGuard, report: RunReport) -> None:
         self.guard = guard
         self.report = report
-        # call id -> (call index, tool, params) for raw calls; the call index for hashed ones
+        # call id -> (call index, tool, args hash, params) for raw calls; the index for hashed ones
         self.pending: dict[str, Any] = {}
         self.stopped = False
         # args hash -> last outcome hash, for the timeline's "repeated outcome" marks
         self.last_outcome: dict[str, str] = {}
 
 
-class Replayer:
+class Replayer(RunBook[_Run]):
     """Feeds trace runs through a :class:`LoopGuard` and reports each run when it ends.
+
+    Each call and outcome is hashed once, exactly as ``before_call`` /
+    ``after_call`` hash them, and fed to ``before_call_hashed`` /
+    ``after_call_hashed``; the HTML timeline reuses those hashes.
 
     Args:
         config: the loaded config (see :func:`~loopwarden.config.load_config`).
@@ -81,6 +85,7 @@ class Replayer:
         max_events: int = 200,
         timeline_limit: int = 2000,
     ) -> None:
+        super().__init__(on_problem)
         # A private store and no run record: replay never writes into the live ones.
         self.guard = LoopGuard(
             config,
@@ -90,38 +95,17 @@ class Replayer:
             on_event=self._on_event,
             telemetry=False,  # recorded decisions are not live ones
         )
+        self._profiles = self.guard.profiles
         self._agent_forced = agent_id is not None
         self._on_run = on_run
-        self._on_problem = on_problem
         self._timeline = timeline
         self._max_events = max_events
         self._timeline_limit = timeline_limit
-        self._runs: dict[str, _Run] = {}
-        self._serial = 0
-        self._source = "<input>"
-        self._format = "?"
         # The run and call being fed to the guard, for attributing its events.
         self._cur: RunReport | None = None
         self._cur_call = 0
         self._cur_line: Loc = None
         self._poll_tools: dict[str, bool] = {}
-        # Consecutive records nearly always belong to the same run.
-        self._last_key: str | None = None
-        self._last_run: _Run | None = None
-        self.problems = 0
-
-    # -- bookkeeping -------------------------------------------------------------
-    def set_source(self, source: str, fmt: str) -> None:
-        """Name the input that the following records come from."""
-        self._source = source
-        self._format = fmt
-
-    def problem(self, loc: Loc, reason: str) -> None:
-        self.problems += 1
-        self._on_problem(format_loc(self._source, loc), reason)
-
-    def has_run(self, key: str) -> bool:
-        return key in self._runs
 
     def _on_event(self, event: LoopEvent) -> None:
         report = self._cur
@@ -150,66 +134,30 @@ class Replayer:
             timeline[call - 1] |= _ACTION_FLAG.get(action, 0)
 
     # -- runs ----------------------------------------------------------------------
-    def begin_run(
-        self,
-        key: str,
-        *,
-        label: str,
-        line: Loc,
-        session: str | None = None,
-        agent: str | None = None,
-        tools: Iterable[str] | None = None,
-        title: str | None = None,
-    ) -> None:
-        if key in self._runs:  # the same key again: the old run is over
-            self.end_run(key)
-        self._serial += 1
+    def _open(self, run_id: str, start: RunStart) -> _Run:
+        agent = start.agent
         guard = self.guard.run(
-            str(self._serial),
-            session_id=session,
+            run_id,
+            session_id=start.session,
             agent_id=None if self._agent_forced else agent,
-            tools=tools,
+            tools=start.tools,
         )
         report = RunReport(
-            key,
-            label,
+            start.key,
+            start.label,
             self._source,
             self._format,
-            line,
-            session,
+            start.line,
+            start.session,
             self.guard.agent_id if self._agent_forced else agent,
-            title,
+            start.title,
             self._timeline,
         )
-        self._runs[key] = _Run(guard, report)
+        return _Run(guard, report)
 
-    def _run(self, key: str, line: Loc) -> _Run:
-        """The open run ``key`` (begun on the fly when a reader did not begin it)."""
-        if key is self._last_key and self._last_run is not None:
-            return self._last_run
-        run = self._runs.get(key)
-        if run is None:
-            self.begin_run(key, label=key.rpartition("\x1f")[2] or key, line=line)
-            run = self._runs[key]
-        self._last_key, self._last_run = key, run
-        return run
-
-    def end_run(self, key: str) -> None:
-        run = self._runs.pop(key, None)
-        if run is None:
-            return
-        if run is self._last_run:
-            self._last_key = self._last_run = None
+    def _close(self, key: str, run: _Run) -> None:
         run.guard.end()
         self._on_run(run.report)
-
-    def finish(self) -> None:
-        """End every open run (end of input)."""
-        for key in list(self._runs):
-            self.end_run(key)
-
-    def open_runs(self) -> int:
-        return len(self._runs)
 
     def live_event(self, key: str) -> None:
         run = self._runs.get(key)
@@ -248,22 +196,23 @@ class Replayer:
         timeline.append((tool_id << 8) | (AFTER_STOP if run.stopped else 0))
 
     def call(self, key: str, call_id: str | None, tool: str, params: Any, line: Loc) -> None:
-        """A call with raw params: hashed by the guard itself (``before_call``)."""
-        run = self._run(key, line)
+        """A call with raw params, hashed here once (what ``before_call`` would hash)."""
+        run = self._last_run if key is self._last_key else None
+        if run is None:
+            run = self._run(key, line)
         index = self._count_call(run, tool)
         if run.stopped:
             return
         if call_id is None:
             call_id = f"#{index}"
-        pending = run.pending
-        pending[call_id] = (index, tool, params)
-        if len(pending) > MAX_PENDING:
-            del pending[next(iter(pending))]
+        name, sig = call_signature(tool, params)
+        poll = is_known_poll(name, params, self._profiles)
+        remember(run.pending, call_id, (index, name, sig, params))
         self._cur = run.report
         self._cur_call = index
         self._cur_line = line
         try:
-            run.guard.before_call(tool, params, call_id)
+            run.guard.before_call_hashed(name, sig, call_id=call_id, poll=poll)
         except LoopAbort:
             run.stopped = True
 
@@ -291,19 +240,16 @@ class Replayer:
             return
         if call_id is None:
             call_id = f"#{index}"
-        pending = run.pending
-        pending[call_id] = index  # hashed outcomes carry tool and hash themselves
-        if len(pending) > MAX_PENDING:
-            del pending[next(iter(pending))]
+        remember(run.pending, call_id, index)  # hashed outcomes carry tool and hash themselves
         if poll is not None:
             pass  # the live guard recorded it
         elif params is None:
             # Without params only tool-level poll markers are known (process needs its action).
             poll = self._poll_tools.get(tool)
             if poll is None:
-                poll = self._poll_tools[tool] = is_known_poll(tool, None, self.guard.profiles)
+                poll = self._poll_tools[tool] = is_known_poll(tool, None, self._profiles)
         else:
-            poll = is_known_poll(tool, params, self.guard.profiles)
+            poll = is_known_poll(tool, params, self._profiles)
         self._cur = report
         self._cur_call = index
         self._cur_line = line
@@ -321,23 +267,26 @@ class Replayer:
         result: Any = MISSING,
         error: Any = MISSING,
     ) -> None:
-        """A call's result or error; ``after_call`` with the params its call had."""
+        """A call's result or error, hashed once (what ``after_call`` would hash)."""
         found = self._take_pending(key, call_id, line)
         if found is None:
             return
-        run, (index, tool, params) = found
+        run, (index, tool, sig, params) = found
+        out = hash_outcome(tool, params, result=result, error=error, profiles=self._profiles)
         try:
-            run.guard.after_call(tool, params, call_id, result=result, error=error)
+            run.guard.after_call_hashed(
+                tool,
+                sig,
+                out.hash,
+                call_id=call_id,
+                unknown_tool_name=out.unknown_tool_name,
+                is_error=out.is_error,
+            )
         except LoopAbort:
             run.stopped = True
         timeline = run.report.timeline
         if timeline is not None and index <= len(timeline):
-            # Only for the picture: the same functions the guard hashes with.
-            outcome = hash_outcome(
-                tool, params, result=result, error=error, profiles=self.guard.profiles
-            )
-            sig = args_hash(tool, params)
-            self._mark_outcome(run, timeline, index, sig, outcome.hash, outcome.is_error)
+            self._mark_outcome(run, timeline, index, sig, out.hash, out.is_error)
 
     def outcome_hashed(
         self,

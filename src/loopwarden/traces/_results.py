@@ -26,6 +26,7 @@ __all__ = [
     "ReplayEvent",
     "RunReport",
     "Totals",
+    "merge_input",
 ]
 
 MAX_PROBLEMS_KEPT = 1000
@@ -275,6 +276,17 @@ class InputInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.name, "format": self.format, "error": self.error}
+
+
+def merge_input(inputs: list[InputInfo], info: InputInfo, *, continued: bool = False) -> None:
+    """Add an input; ``continued``: the next range of the file added last (one entry per file)."""
+    if not continued or not inputs:
+        inputs.append(info)
+        return
+    whole = inputs[-1]
+    whole.format = whole.format or info.format
+    if whole.error is None and info.error is not None and info.error != "empty input":
+        whole.error = info.error
 
 
 @dataclass

@@ -3,7 +3,9 @@
 Readers translate one trace format into calls of a :class:`TraceSink`; the
 replay engine (:class:`~loopwarden.traces.replay.Replayer`) is the sink that
 drives the runtime guard. Readers never hash anything themselves except where
-the trace already holds loopwarden's own hashes (``*_hashed`` methods).
+the trace already holds loopwarden's own hashes (``*_hashed`` methods). Where
+a trace records what each model response cost, readers pass it on
+(``model_turn`` / ``turn_usage``); nothing is estimated.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-__all__ = ["Loc", "TraceSink", "format_loc"]
+__all__ = ["Loc", "ReplaySink", "TraceSink", "format_loc"]
 
 Loc = int | str | None
 """Where a record is: a 1-based line number (JSONL), a JSON path (documents), or unknown."""
@@ -88,6 +90,22 @@ class TraceSink(Protocol):
         """The trace holds a decision the live guard made (counted, not replayed)."""
         ...
 
+    def model_turn(self, key: str, tokens: int | None) -> None:
+        """The calls that follow in ``key`` come from a new model response.
+
+        ``tokens`` is what that response cost where the trace records it
+        (input, output and cache tokens), None where it does not. Readers
+        send it just before the response's first call.
+        """
+        ...
+
+    def turn_usage(self, key: str, tokens: int | None) -> None:
+        """What the response behind the latest calls of ``key`` cost, recorded after them.
+
+        (Codex records usage after the calls.) The calls that follow belong to a new response.
+        """
+        ...
+
     def end_run(self, key: str) -> None:
         """The run is over; nothing more will arrive for ``key``."""
         ...
@@ -98,4 +116,16 @@ class TraceSink(Protocol):
 
     def has_run(self, key: str) -> bool:
         """Whether ``key`` is an open run."""
+        ...
+
+
+class ReplaySink(TraceSink, Protocol):
+    """A trace sink that replays: told which input it reads, and able to end every open run."""
+
+    def set_source(self, source: str, fmt: str) -> None:
+        """The records that follow come from ``source``, a trace of format ``fmt``."""
+        ...
+
+    def finish(self) -> None:
+        """End every open run (the end of an input)."""
         ...

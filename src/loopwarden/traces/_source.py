@@ -17,13 +17,13 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, NamedTuple, cast
 
 import orjson
 
 from ._sink import Loc
 
-__all__ = ["Source", "TraceInputError", "expand_paths", "open_source"]
+__all__ = ["ByteRange", "Source", "TraceInputError", "expand_paths", "open_source"]
 
 # Extensions a folder walk picks up (a ".gz" of any of them too).
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -38,6 +38,18 @@ class TraceInputError(Exception):
     """An input path that cannot be read at all (missing, unreadable)."""
 
 
+class ByteRange(NamedTuple):
+    """A line-aligned part of a large JSONL file, read on its own (fleet replay splits by run)."""
+
+    start: int
+    end: int
+    """Byte offsets; both sit at the start of a line (``end`` may be the file size)."""
+    first_line: int
+    """Line number of the line at ``start``, so problems still say ``file:line``."""
+    fmt: str
+    """The format of the whole file (a range's first lines need not tell it)."""
+
+
 @dataclass(frozen=True)
 class Source:
     """One trace input."""
@@ -46,9 +58,13 @@ class Source:
     """What messages call it: the path as given (or found in a folder), or ``<stdin>``."""
     path: Path | None
     """``None`` for stdin."""
+    byte_range: ByteRange | None = None
+    """Only this part of the file (a plain JSONL file); None for all of it."""
 
     @property
     def size(self) -> int | None:
+        if self.byte_range is not None:
+            return self.byte_range.end - self.byte_range.start
         if self.path is None:
             return None
         try:
@@ -93,8 +109,9 @@ def expand_paths(paths: Sequence[str]) -> list[Source]:
 class LineStream:
     """Numbered lines of a binary stream, with the first lines buffered for sniffing."""
 
-    def __init__(self, handle: IO[bytes]) -> None:
+    def __init__(self, handle: IO[bytes], first_line: int = 1) -> None:
         self.handle = handle
+        self.first_line = first_line
         self.head: list[bytes] = []
         self._head_taken = False
         self.exhausted = False
@@ -111,7 +128,7 @@ class LineStream:
             if not line:
                 self.exhausted = True
                 break
-            if not self.head and line.startswith(b"\xef\xbb\xbf"):
+            if not self.head and self.first_line == 1 and line.startswith(b"\xef\xbb\xbf"):
                 line = line[3:]  # a UTF-8 byte order mark (some Windows tools write one)
             self.head.append(line)
             size += len(line)
@@ -121,10 +138,11 @@ class LineStream:
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         # enumerate/chain keep the per-line loop in C: this is the replay hot path.
-        head = enumerate(self.head, 1)
+        first = self.first_line
+        head = enumerate(self.head, first)
         if self.exhausted:
             return head
-        return itertools.chain(head, enumerate(self.handle, len(self.head) + 1))
+        return itertools.chain(head, enumerate(self.handle, len(self.head) + first))
 
     def rest(self) -> bytes:
         """Everything (head included) as one byte string, for whole-document parsing."""
@@ -139,6 +157,32 @@ class LineStream:
                 "(one record per line) so it can be streamed"
             )
         return data
+
+
+class _RangeReader(io.RawIOBase):
+    """The bytes ``[start, end)`` of a file; the buffered reader above it splits the lines."""
+
+    def __init__(self, raw: IO[bytes], start: int, end: int) -> None:
+        raw.seek(start)
+        self.raw = raw
+        self.left = max(0, end - start)
+        self.start = start
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.left <= 0:
+            return 0
+        view = memoryview(buffer)[: min(len(buffer), self.left)]
+        n = self.raw.readinto(view)  # type: ignore[attr-defined]
+        n = n or 0
+        self.left -= n
+        return n
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
 
 
 class _CountingReader(io.RawIOBase):
@@ -170,17 +214,29 @@ class OpenedSource:
         self.source = source
         self._closers: list[Any] = []
         self._fd: int | None = None
+        self._start = 0
         self._counter: _CountingReader | None = None
         handle: IO[bytes]
+        part = source.byte_range
         if source.path is None:
             handle = sys.stdin.buffer
         else:
             try:
-                raw: IO[bytes] = open(source.path, "rb", buffering=1 << 20)  # noqa: SIM115
+                raw: IO[bytes] = open(  # noqa: SIM115 - closed in close()
+                    source.path, "rb", buffering=0 if part is not None else 1 << 20
+                )
             except OSError as exc:
                 raise TraceInputError(f"cannot read {source.name}: {exc.strerror or exc}") from None
             self._closers.append(raw)
-            if source.name.endswith(".gz"):
+            if part is not None:
+                limited = _RangeReader(raw, part.start, part.end)
+                self._closers.append(limited)
+                handle = cast(IO[bytes], io.BufferedReader(limited, 1 << 20))
+                self._closers.append(handle)
+                self._start = part.start
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    self._fd = raw.fileno()
+            elif source.name.endswith(".gz"):
                 counter = self._counter = _CountingReader(raw)
                 self._closers.append(counter)
                 gz = gzip.GzipFile(fileobj=io.BufferedReader(counter, 1 << 20), mode="rb")
@@ -190,7 +246,7 @@ class OpenedSource:
                 handle = raw
                 with contextlib.suppress(OSError, ValueError, AttributeError):
                     self._fd = raw.fileno()
-        self.lines = LineStream(handle)
+        self.lines = LineStream(handle, part.first_line if part is not None else 1)
 
     def position(self) -> int | None:
         """Bytes of the file read so far (at most one buffer ahead), or None if unknown.
@@ -203,7 +259,7 @@ class OpenedSource:
         if self._fd is None:
             return None
         try:
-            return os.lseek(self._fd, 0, os.SEEK_CUR)
+            return os.lseek(self._fd, 0, os.SEEK_CUR) - self._start
         except OSError:
             return None
 

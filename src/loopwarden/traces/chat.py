@@ -17,7 +17,9 @@ Calls: Chat ``tool_calls`` (and legacy ``function_call``), Responses
 These formats do not mark failed calls, so an answer that says the called
 tool does not exist is taken as that error. ``compaction`` items are
 compactions. A ``tools`` list names the registered tools, which turns on the
-unknown-tool guard for names outside it.
+unknown-tool guard for names outside it. Token usage recorded on an assistant
+message (``usage``, ``usage_metadata``, ``response_metadata.token_usage``), or
+on a whole Responses object, is the cost of the model response behind its calls.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._util import parse_arguments
-from ._common import ReadContext, blocks_text, outcome_from_text, short_title
+from ._common import ReadContext, blocks_text, file_stem, outcome_from_text, short_title
 from ._sink import Loc, TraceSink
+from ._usage import message_usage, usage_tokens
 
-__all__ = ["ITEM_TYPES", "read"]
+__all__ = ["ITEM_TYPES", "RangeLabels", "read"]
 
 _LIST_KEYS = ("messages", "input", "items", "output")
+_TEXT_OR_NONE = (str, type(None))
 ITEM_TYPES = frozenset(
     {
         "message",
@@ -71,10 +75,10 @@ def tool_names(tools: Any) -> list[str] | None:
         return None
     names = []
     for tool in tools:
-        if not isinstance(tool, Mapping):
+        if not isinstance(tool, dict):
             continue
         function = tool.get("function")
-        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        name = function.get("name") if isinstance(function, dict) else tool.get("name")
         if isinstance(name, str) and name:
             names.append(name)
     return names or None
@@ -95,6 +99,13 @@ class _Conversation:
         self.names: dict[str, str] = {}
         self.legacy: dict[str, list[str]] = {}
         self.count = 0
+        # The model response the next calls come from (sent with its first call).
+        self.new_turn = False
+        self.turn_tokens: int | None = None
+
+    def turn(self, tokens: int | None) -> None:
+        self.new_turn = True
+        self.turn_tokens = tokens
 
     def call(self, call_id: Any, tool: Any, params: Any, loc: Loc, what: str) -> str | None:
         if not isinstance(tool, str) or not tool:
@@ -105,6 +116,9 @@ class _Conversation:
         self.names[cid] = tool
         if len(self.names) > 512:
             del self.names[next(iter(self.names))]
+        if self.new_turn:
+            self.sink.model_turn(self.key, self.turn_tokens)
+            self.new_turn = False
         self.sink.call(self.key, cid, tool, params, loc)
         return cid
 
@@ -117,12 +131,12 @@ class _Conversation:
             self.sink.outcome(self.key, call_id, loc, error=text.strip() or "error")
             return
         tool = self.names.get(call_id, "")
-        value = content if isinstance(content, (str, type(None))) else text
+        value = content if isinstance(content, _TEXT_OR_NONE) else text
         result, error = outcome_from_text(tool, text, value)
         self.sink.outcome(self.key, call_id, loc, result=result, error=error)
 
     def item(self, item: Any, loc: Loc) -> None:
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict):
             self.sink.problem(loc, "expected a message or item object")
             return
         kind = item.get("type")
@@ -163,6 +177,7 @@ class _Conversation:
         elif kind == "compaction":
             self.sink.compaction(self.key, loc)
         elif role == "assistant":
+            self.turn(message_usage(item))
             self._assistant(item, loc)
         elif role == "tool":
             self.result(item.get("tool_call_id"), item.get("content"), loc)
@@ -177,7 +192,7 @@ class _Conversation:
             content = item.get("content")
             if isinstance(content, list):
                 for block in content:
-                    if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
                         self.result(
                             block.get("tool_use_id"),
                             block.get("content"),
@@ -189,11 +204,11 @@ class _Conversation:
         calls = item.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
-                if not isinstance(call, Mapping):
+                if not isinstance(call, dict):
                     self.sink.problem(loc, "tool_calls entry is not an object")
                     continue
                 function = call.get("function")
-                spec = function if isinstance(function, Mapping) else call
+                spec = function if isinstance(function, dict) else call
                 self.call(
                     call.get("id"),
                     spec.get("name"),
@@ -202,7 +217,7 @@ class _Conversation:
                     "tool call",
                 )
         legacy = item.get("function_call")
-        if isinstance(legacy, Mapping):
+        if isinstance(legacy, dict):
             cid = self.call(
                 None,
                 legacy.get("name"),
@@ -215,7 +230,7 @@ class _Conversation:
         content = item.get("content")
         if isinstance(content, list):
             for block in content:
-                if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                if isinstance(block, dict) and block.get("type") == "tool_use":
                     self.call(
                         block.get("id"), block.get("name"), block.get("input"), loc, "tool_use"
                     )
@@ -223,7 +238,7 @@ class _Conversation:
 
 def _first_user_text(items: Sequence[Any]) -> str | None:
     for item in items:
-        if isinstance(item, Mapping) and item.get("role") == "user":
+        if isinstance(item, dict) and item.get("role") == "user":
             text = blocks_text(item.get("content"))
             if text.strip():
                 return short_title(text)
@@ -237,10 +252,10 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
         if isinstance(record, list):
             conversations += 1
             _conversation(sink, ctx, {"messages": record}, loc, conversations)
-        elif isinstance(record, Mapping) and is_conversation(record):
+        elif isinstance(record, dict) and is_conversation(record):
             conversations += 1
             _conversation(sink, ctx, record, loc, conversations)
-        elif isinstance(record, Mapping) and is_item(record):
+        elif isinstance(record, dict) and is_item(record):
             if file_run is None:
                 key = ctx.key("items")
                 sink.begin_run(key, label=ctx.stem, line=loc)
@@ -273,6 +288,39 @@ def _conversation(
         title=_first_user_text([item for _, item in items]),
     )
     conversation = _Conversation(sink, key)
+    conversation.turn(usage_tokens(record.get("usage")))  # a Responses object's usage
     for item_loc, item in items:
         conversation.item(item, item_loc)
     sink.end_run(key)
+
+
+class RangeLabels:
+    """Whole-file labels for the id-less conversations of a JSONL file read in ranges.
+
+    A conversation without an id is labelled ``<stem>#<n>``, ``n`` its
+    position in the file; a reader given one range of the file (fleet
+    replay) numbers from 1 again, and only whoever sees the ranges in order
+    knows how many came before. Feed the runs of each range, ranges in order
+    (:meth:`next_range` first), and :meth:`label` gives the whole-file label.
+    """
+
+    def __init__(self) -> None:
+        self._offset = 0
+        self._seen = 0
+
+    def next_range(self, first: bool) -> None:
+        """The runs that follow come from the next range (``first``: of a new file)."""
+        self._offset = 0 if first else self._offset + self._seen
+        self._seen = 0
+
+    def label(self, key: str, label: str, source: str) -> str:
+        """The whole-file label of a run that a range reader labelled ``label``."""
+        _, sep, number = key.rpartition("\x1e")
+        if not sep or not number.isdigit():
+            return label
+        n = int(number)
+        if n > self._seen:
+            self._seen = n
+        if self._offset and label == f"{file_stem(source)}#{n}":
+            return f"{file_stem(source)}#{n + self._offset}"
+        return label

@@ -13,6 +13,8 @@ meta records, slash-command echoes and compaction summaries are not prompts).
 Subagent records (``isSidechain``) form their own runs. ``system`` records
 with subtype ``compact_boundary`` are compactions: they arm the post-compaction
 guard of the current run, or of the next run when no call came after them.
+An assistant message's ``usage`` is the cost of its model response (one
+response can span several records with the same ``message.id``: counted once).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from ._common import ReadContext, blocks_text, short_title
 from ._sink import Loc, TraceSink
+from ._usage import usage_tokens
 
 __all__ = ["read"]
 
@@ -39,13 +42,17 @@ _NOT_PROMPTS = (
 class _Stream:
     """The current run of one conversation stream (main, or one subagent)."""
 
-    __slots__ = ("armed", "count", "key", "name")
+    __slots__ = ("armed", "count", "key", "message_id", "name", "new_turn", "turn_tokens")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.count = 0
         self.key: str | None = None
         self.armed = False
+        # The model response the next calls come from (sent with its first call).
+        self.message_id: Any = None
+        self.new_turn = False
+        self.turn_tokens: int | None = None
 
 
 def _prompt_text(record: Mapping[str, Any], content: Any) -> str | None:
@@ -55,10 +62,10 @@ def _prompt_text(record: Mapping[str, Any], content: Any) -> str | None:
     if isinstance(content, str):
         text = content
     elif isinstance(content, list):
-        if any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
             return None
         text = blocks_text(content)
-        if not text and not any(isinstance(b, Mapping) for b in content):
+        if not text and not any(isinstance(b, dict) for b in content):
             return None
     else:
         return None
@@ -111,7 +118,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 stream.armed = True
             continue
         message = record.get("message")
-        if not isinstance(message, Mapping):
+        if not isinstance(message, dict):
             sink.problem(loc, f"{kind} record without a message object")
             continue
         content = message.get("content")
@@ -122,9 +129,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 continue
             if not isinstance(content, list):
                 continue
-            results = [
-                b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_result"
-            ]
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
             if not results or stream.key is None:
                 continue
             structured = record.get("toolUseResult")
@@ -136,15 +141,20 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 if block.get("is_error") is True:
                     text = blocks_text(block.get("content")).strip()
                     sink.outcome(stream.key, call_id, loc, error=text or "error")
-                elif isinstance(structured, Mapping) and len(results) == 1:
+                elif isinstance(structured, dict) and len(results) == 1:
                     sink.outcome(stream.key, call_id, loc, result=structured)
                 else:
                     sink.outcome(stream.key, call_id, loc, result=block.get("content"))
         else:  # assistant
+            ident = message.get("id")
+            if ident is None or ident != stream.message_id:
+                stream.message_id = ident
+                stream.new_turn = True
+                stream.turn_tokens = usage_tokens(message.get("usage"))
             if not isinstance(content, list):
                 continue
             for block in content:
-                if not isinstance(block, Mapping) or block.get("type") != "tool_use":
+                if not isinstance(block, dict) or block.get("type") != "tool_use":
                     continue
                 tool = block.get("name")
                 if not isinstance(tool, str) or not tool:
@@ -153,6 +163,9 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 key = stream.key
                 if key is None:  # a transcript that starts mid-run
                     key = start(stream, session, loc, None)
+                if stream.new_turn:
+                    sink.model_turn(key, stream.turn_tokens)
+                    stream.new_turn = False
                 call_id = block.get("id")
                 sink.call(
                     key,

@@ -12,17 +12,20 @@ A run is one turn: it starts at an ``event_msg`` ``task_started`` (or
 / ``turn_aborted``. Rollouts without those events start a run at each
 ``turn_context``. ``compacted`` lines, ``context_compacted`` events and
 ``compaction`` items are compactions (counted once when they come together).
+A ``token_count`` event (``info.last_token_usage``) is the cost of the model
+response whose calls came before it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from .._util import parse_arguments
 from ..hashing import MISSING
 from ._common import ReadContext, blocks_text, outcome_from_text, short_title
 from ._sink import Loc, TraceSink
+from ._usage import usage_tokens
 
 __all__ = ["read"]
 
@@ -86,13 +89,13 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
         if kind == "compacted":
             compaction(loc)
             continue
-        if not isinstance(payload, Mapping):
+        if not isinstance(payload, dict):
             if kind in ("session_meta", "turn_context", "event_msg", "response_item"):
                 sink.problem(loc, f"{kind} line without a payload object")
             continue
         if kind == "session_meta":
-            meta = payload.get("meta") if isinstance(payload.get("meta"), Mapping) else payload
-            sid = meta.get("id") if isinstance(meta, Mapping) else None
+            meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else payload
+            sid = meta.get("id") if isinstance(meta, dict) else None
             if isinstance(sid, str) and sid:
                 session = sid
         elif kind == "event_msg":
@@ -106,6 +109,10 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 compaction(loc)
             elif event == "user_message" and title is None:
                 title = short_title(payload.get("message"))
+            elif event == "token_count" and key is not None:
+                info = payload.get("info")
+                usage = info.get("last_token_usage") if isinstance(info, dict) else None
+                sink.turn_usage(key, usage_tokens(usage))
         elif kind == "turn_context":
             if not task_events:
                 new_turn(loc, payload.get("turn_id"))
@@ -155,7 +162,7 @@ def _text(value: Any) -> str | None:
 
 def _output(tool: str, output: Any) -> tuple[Any, Any]:
     """``(result, error)`` of a function-call output (a string, or ``{content, success}``)."""
-    if isinstance(output, Mapping):
+    if isinstance(output, dict):
         content = output.get("content", output.get("body"))
         text = blocks_text(content) if content is not None else ""
         if output.get("success") is False:

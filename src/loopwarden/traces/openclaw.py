@@ -12,17 +12,19 @@ abandoned branches of the tree are not filtered out.
 A run is one user message and everything until the next one. ``compaction``
 entries arm the post-compaction guard (of the next run when no call follows
 in the current one). The agent id is taken from the ``agents/<id>/sessions``
-path when present, so per-agent config blocks apply.
+path when present, so per-agent config blocks apply. An assistant message's
+``usage`` is the cost of its model response.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from .._util import parse_arguments
 from ._common import ReadContext, blocks_text, short_title
 from ._sink import Loc, TraceSink
+from ._usage import usage_tokens
 
 __all__ = ["read"]
 
@@ -76,7 +78,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
         if kind != "message":
             continue
         message = record.get("message")
-        if not isinstance(message, Mapping):
+        if not isinstance(message, dict):
             sink.problem(loc, "message entry without a message object")
             continue
         role = message.get("role")
@@ -86,14 +88,18 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
         elif role == "assistant":
             if not isinstance(content, list):
                 continue
+            new_turn = True
             for block in content:
-                if not isinstance(block, Mapping) or block.get("type") != "toolCall":
+                if not isinstance(block, dict) or block.get("type") != "toolCall":
                     continue
                 tool = block.get("name")
                 if not isinstance(tool, str) or not tool:
                     sink.problem(loc, "toolCall without a name")
                     continue
                 current = key if key is not None else start(loc, None)
+                if new_turn:
+                    sink.model_turn(current, usage_tokens(message.get("usage")))
+                    new_turn = False
                 call_id = block.get("id")
                 sink.call(
                     current,

@@ -39,7 +39,7 @@ _ERROR_CODES = frozenset({2, "2", "ERROR", "STATUS_CODE_ERROR", "StatusCode.ERRO
 
 
 def _otlp_value(value: Any) -> Any:
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         return value
     for key in ("stringValue", "boolValue", "doubleValue"):
         if key in value:
@@ -59,9 +59,9 @@ def _otlp_value(value: Any) -> Any:
         return [_otlp_value(v) for v in items]
     if "kvlistValue" in value:
         kv = value["kvlistValue"]
-        items = kv.get("values", []) if isinstance(kv, Mapping) else []
+        items = kv.get("values", []) if isinstance(kv, dict) else []
         return {
-            str(i.get("key")): _otlp_value(i.get("value")) for i in items if isinstance(i, Mapping)
+            str(i.get("key")): _otlp_value(i.get("value")) for i in items if isinstance(i, dict)
         }
     if "bytesValue" in value:
         try:
@@ -72,12 +72,10 @@ def _otlp_value(value: Any) -> Any:
 
 
 def _attributes(raw: Any) -> dict[str, Any]:
-    if isinstance(raw, Mapping):
+    if isinstance(raw, dict):
         return dict(raw)
     if isinstance(raw, list):  # OTLP: [{"key": ..., "value": {...}}]
-        return {
-            str(a.get("key")): _otlp_value(a.get("value")) for a in raw if isinstance(a, Mapping)
-        }
+        return {str(a.get("key")): _otlp_value(a.get("value")) for a in raw if isinstance(a, dict)}
     return {}
 
 
@@ -98,7 +96,7 @@ def is_span(record: Mapping[str, Any]) -> bool:
     if "resourceSpans" in record:
         return True
     context = record.get("context")
-    if isinstance(context, Mapping) and "trace_id" in context and "span_id" in context:
+    if isinstance(context, dict) and "trace_id" in context and "span_id" in context:
         return True
     has_ids = ("trace_id" in record or "traceId" in record) and (
         "span_id" in record or "spanId" in record
@@ -135,13 +133,13 @@ def flatten(record: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     resource_spans = record.get("resourceSpans")
     if isinstance(resource_spans, list):
         for resource in resource_spans:
-            if not isinstance(resource, Mapping):
+            if not isinstance(resource, dict):
                 continue
             scopes = resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans")
             for scope in scopes if isinstance(scopes, list) else ():
-                spans = scope.get("spans") if isinstance(scope, Mapping) else None
+                spans = scope.get("spans") if isinstance(scope, dict) else None
                 for span in spans if isinstance(spans, list) else ():
-                    if isinstance(span, Mapping):
+                    if isinstance(span, dict):
                         yield span
         return
     yield record
@@ -149,7 +147,7 @@ def flatten(record: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
 
 def _span(raw: Mapping[str, Any], loc: Loc, order: int) -> _Span | None:
     context = raw.get("context")
-    if isinstance(context, Mapping):
+    if isinstance(context, dict):
         trace_id, span_id = context.get("trace_id"), context.get("span_id")
     else:
         trace_id = raw.get("traceId", raw.get("trace_id"))
@@ -159,7 +157,7 @@ def _span(raw: Mapping[str, Any], loc: Loc, order: int) -> _Span | None:
     attrs = _attributes(raw.get("attributes"))
     status = raw.get("status")
     error: str | None = None
-    if isinstance(status, Mapping):
+    if isinstance(status, dict):
         code = status.get("code", status.get("status_code"))
         if isinstance(code, (str, int)) and code in _ERROR_CODES:
             message = status.get("message", status.get("description"))
@@ -208,7 +206,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
     traces: dict[str, _Trace] = {}
     order = 0
     for loc, record in records:
-        if not isinstance(record, Mapping):
+        if not isinstance(record, dict):
             sink.problem(loc, "expected a span object")
             continue
         seen_any = False

@@ -22,11 +22,10 @@ does); :class:`Replayer` is the engine underneath, fed by the trace readers.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from . import TraceFormatError, TraceInputError, read_source
+from . import read_input
 from ._replayer import MAX_COMPACTION_MARKS, MAX_PENDING, Replayer, ReplayStore
 from ._results import (
     ABORTED,
@@ -41,7 +40,9 @@ from ._results import (
     ReplayEvent,
     RunReport,
     Totals,
+    merge_input,
 )
+from .chat import RangeLabels
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -60,6 +61,7 @@ __all__ = [
     "WARNED",
     "InputInfo",
     "ReplayEvent",
+    "ReplayMerge",
     "ReplayProgress",
     "ReplayStore",
     "Replayer",
@@ -88,6 +90,60 @@ class ReplayProgress(Protocol):
         ...
 
 
+class ReplayMerge:
+    """Folds what replay finds into :class:`Totals`, input by input, in input order.
+
+    :func:`replay_sources` feeds it as it reads; fleet replay
+    (:func:`loopwarden.fleet.replay.replay_shards`) feeds it the results
+    workers send back. Either way the writer sees the same runs in the same
+    order, and the parts of a file read in ranges make one input with
+    whole-file run labels.
+    """
+
+    def __init__(
+        self,
+        writer: RunWriter,
+        *,
+        on_problem: Callable[[str, str], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self.totals = Totals()
+        self._writer = writer
+        self._on_problem = on_problem
+        self._on_error = on_error
+        self._labels: RangeLabels | None = None
+        self._continued = False
+
+    def begin_input(self, *, part: int | None = None) -> None:
+        """An input starts: a whole file (``part`` None) or range ``part`` of a file."""
+        self._continued = bool(part)
+        if part is None:
+            self._labels = None
+            return
+        if self._labels is None or not part:
+            self._labels = RangeLabels()
+        self._labels.next_range(first=not part)
+
+    def run(self, report: RunReport) -> None:
+        """A finished run, in reading order."""
+        if self._labels is not None:
+            report.label = self._labels.label(report.key, report.label, report.source)
+        self.totals.add(report)
+        self._writer.run(report)
+
+    def problem(self, where: str, reason: str) -> None:
+        """A skipped record."""
+        self.totals.add_problem(where, reason)
+        if self._on_problem is not None:
+            self._on_problem(where, reason)
+
+    def end_input(self, info: InputInfo, message: str | None) -> None:
+        """The input is done; ``message`` says why it could not be read, if it could not."""
+        if message is not None and self._on_error is not None:
+            self._on_error(message)
+        merge_input(self.totals.inputs, info, continued=self._continued)
+
+
 def replay_sources(
     sources: Sequence[Source],
     config: Config,
@@ -103,7 +159,9 @@ def replay_sources(
     """Replay every input in turn and return the totals; runs go to ``writer`` as they end.
 
     Args:
-        sources: the inputs (see :func:`~loopwarden.traces.expand_paths`).
+        sources: the inputs (see :func:`~loopwarden.traces.expand_paths`); a
+            source with a ``byte_range`` right after the one for the range
+            before it counts as the same input (see :func:`loopwarden.fleet.plan_shards`).
         config: the loaded config; replay uses a private store and writes no run record.
         writer: gets each :class:`RunReport` as its run ends.
         agent_id: force this agent's block for every run (see :class:`Replayer`).
@@ -120,50 +178,22 @@ def replay_sources(
     unreadable files and even a bug in a reader are reported and skipped.
     ``KeyboardInterrupt`` and ``BrokenPipeError`` are not caught.
     """
-    totals = Totals()
-
-    def problem(where: str, reason: str) -> None:
-        totals.add_problem(where, reason)
-        if on_problem is not None:
-            on_problem(where, reason)
-
-    def finished(report: RunReport) -> None:
-        totals.add(report)
-        writer.run(report)
-
+    merge = ReplayMerge(writer, on_problem=on_problem, on_error=on_error)
     replayer = Replayer(
-        config, agent_id=agent_id, on_run=finished, on_problem=problem, timeline=timeline
+        config, agent_id=agent_id, on_run=merge.run, on_problem=merge.problem, timeline=timeline
     )
     for index, source in enumerate(sources):
-        replayer.set_source(source.name, input_format or "?")
-        info = InputInfo(source.name, None)
-        totals.inputs.append(info)
-        message = None
-        try:
-            info.format = read_source(
-                source,
-                replayer,
-                index=index,
-                input_format=input_format,
-                on_open=progress.open if progress is not None else None,
-                on_format=functools.partial(_name_format, replayer, source.name),
-            )
-            if info.format is None:
-                info.error = "empty input"
-        except (TraceFormatError, TraceInputError) as exc:
-            info.error = message = str(exc)  # the message names the input
-        except (KeyboardInterrupt, BrokenPipeError):
-            raise
-        except Exception as exc:  # a reader bug must not end the whole replay
-            info.error = f"internal error while reading: {type(exc).__name__}: {exc}"
-            message = f"{source.name}: {info.error}"
-        if message is not None and on_error is not None:
-            on_error(message)
+        part = source.byte_range
+        merge.begin_input(part=None if part is None else int(part.start > 0))
+        info, message = read_input(
+            source,
+            replayer,
+            index=index,
+            input_format=input_format,
+            on_open=progress.open if progress is not None else None,
+        )
         replayer.finish()
+        merge.end_input(info, message)
         if progress is not None:
             progress.file_done(index)
-    return totals
-
-
-def _name_format(replayer: Replayer, name: str, fmt: str) -> None:
-    replayer.set_source(name, fmt)
+    return merge.totals

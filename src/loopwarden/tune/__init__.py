@@ -17,7 +17,9 @@ from typing import Any
 
 from ..fleet import Shard, ShardResult, run_shards
 from ..fleet._engines import Engine
-from ..fleet.replay import Renumber
+from ..traces import InputInfo
+from ..traces._results import merge_input
+from ..traces.chat import RangeLabels
 from ._job import TuneJob, TunePayload
 from ._loops import DEFAULT_MIN_LOOP
 from .grid import Candidate, GridError, build_candidates, default_changes, grid_changes, parse_grid
@@ -143,23 +145,20 @@ def tune(
     )
     book = labels if labels is not None else LabelBook()
     tally = Tally(len(candidates), book)
-    renumber = Renumber()
-    inputs: dict[int, dict[str, Any]] = {}
+    whole = RangeLabels()
+    inputs: list[InputInfo] = []
     problems: list[tuple[str, str]] = []
     problem_count = 0
     results = run_shards(job, shards, workers=workers, engine=engine, ray_address=ray_address)
     for result in results:
-        payload = result.payload
-        offset = renumber.start(result.shard, payload.conversations)
-        for row in payload.rows:
-            row.run = Renumber.label(row.run, row.number, offset)
+        part = result.part
+        if part is not None:
+            whole.next_range(first=part == 0)
+        for row in result.payload.rows:
+            if part is not None:
+                row.run = whole.label(row.key, row.run, row.source)
             tally.add(row)
-        info = inputs.setdefault(
-            result.shard.index, {"file": result.shard.name, "format": None, "error": None}
-        )
-        info["format"] = info["format"] or result.format
-        if info["error"] is None and result.error is not None:
-            info["error"] = result.error
+        merge_input(inputs, result.info, continued=bool(part))
         problem_count += result.problem_count
         room = 1000 - len(problems)
         problems.extend(result.problems[: max(0, room)])
@@ -173,7 +172,7 @@ def tune(
         labels_matched=book.used,
         recommendation=recommend(candidates, tally.stats, tally.labelled),
         min_loop=min_loop,
-        inputs=[inputs[i] for i in sorted(inputs)],
+        inputs=[info.to_dict() for info in inputs],
         problems=problems,
         problem_count=problem_count,
     )

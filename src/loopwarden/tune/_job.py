@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
-from ..fleet import RecordTap, Shard, ShardJob, ShardSink
-from ..fleet.replay import numbering
+from ..fleet import Shard, ShardJob, ShardSink
+from ..traces import RecordTap
+from ._labels import LabelTap
 from ._replay import GridReplayer, RunRow
-from ._usage import UsageTap
 
 __all__ = ["TuneJob", "TunePayload"]
 
@@ -17,8 +17,6 @@ __all__ = ["TuneJob", "TunePayload"]
 @dataclass
 class TunePayload:
     rows: list[RunRow]
-    conversations: int
-    """Chat conversations numbered in this shard (for whole-file run labels)."""
 
 
 class _Sink(GridReplayer):
@@ -54,17 +52,11 @@ class TuneJob(ShardJob[TunePayload]):
 
     def tap(self, sink: ShardSink) -> RecordTap | None:
         assert isinstance(sink, _Sink)
-        tap = UsageTap(sink, self.label_field)
-        sink.tap = tap
-        return tap
+        return LabelTap(sink, self.label_field) if self.label_field else None
 
     def payload(self, sink: ShardSink) -> TunePayload:
         assert isinstance(sink, _Sink)
-        numbers, seen = numbering([(r.key, r.run, r.source) for r in sink.rows])
-        for row, number in zip(sink.rows, numbers, strict=True):
-            row.number = number
-            row.key = ""  # internal; not worth sending back
-        return TunePayload(sink.rows, seen)
+        return TunePayload(sink.rows)
 
     def empty(self) -> TunePayload:
-        return TunePayload([], 0)
+        return TunePayload([])

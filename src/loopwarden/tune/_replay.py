@@ -22,18 +22,17 @@ from typing import Any
 from ..config import Config
 from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
-from ..hashing import MISSING, digest, hash_outcome, is_known_poll
+from ..hashing import MISSING, hash_outcome, is_known_poll
 from ..profiles import ProfileRegistry
 from ..stores.memory import LocalStore
-from ..traces._sink import Loc, format_loc
+from ..traces._runbook import RunBook, RunStart, call_signature, remember
+from ..traces._sink import Loc
 from ._loops import LoopTracker
 
 __all__ = ["BLOCKED", "OK", "STOPPED", "WARNED", "GridReplayer", "RunRow"]
 
 OK, WARNED, BLOCKED, STOPPED = 0, 1, 2, 3
 """A run's worst outcome under one config (stopped includes post-compaction aborts)."""
-
-MAX_PENDING = 256
 
 
 @dataclass
@@ -58,9 +57,8 @@ class RunRow:
     """Per config: tokens of the turns that came wholly after a stop (never made)."""
     first_alarm: list[int | None]
     loops: list[tuple[int, int, list[int | None]]]
-    number: int | None = None
-    """Per-range conversation number (see :func:`loopwarden.fleet.replay.numbering`)."""
     key: str = ""
+    """The reader's run key (whole-file labels of split files are made from it)."""
 
 
 class _Run:
@@ -80,8 +78,8 @@ class _Run:
         "session",
         "stopped",
         "tokens",
-        "turn",
         "turn_after_stop",
+        "turn_open",
         "turn_prevented",
         "turn_tokens",
     )
@@ -105,13 +103,14 @@ class _Run:
         self.saved_tokens = [0] * n
         self.first_alarm: list[int | None] = [None] * n
         self.tokens: int | None = None
-        self.turn = -1
+        # The model response the latest calls came from (see TraceSink.model_turn).
+        self.turn_open = False
         self.turn_tokens: int | None = None
         self.turn_prevented = [True] * n
         self.turn_after_stop = [True] * n
 
 
-class GridReplayer:
+class GridReplayer(RunBook[_Run]):
     """A trace sink that replays each run under several configs at once."""
 
     def __init__(
@@ -123,8 +122,11 @@ class GridReplayer:
         agent_id: str | None = None,
         min_loop: int = 10,
     ) -> None:
+        super().__init__(on_problem)
+        # Private stores, no run record and no telemetry: recorded decisions are not live ones.
         self.guards = [
-            LoopGuard(c, agent_id=agent_id, store=LocalStore(), telemetry=False) for c in configs
+            LoopGuard(c, agent_id=agent_id, store=LocalStore(), run_record=False, telemetry=False)
+            for c in configs
         ]
         # Configs sharing outcome profiles share hashes.
         groups: dict[int, list[int]] = {}
@@ -140,93 +142,40 @@ class GridReplayer:
         self._groups = [(registries[g], members) for g, members in groups.items()]
         self._agent_forced = agent_id is not None
         self._on_run = on_run
-        self._on_problem = on_problem
         self._min_loop = min_loop
-        self._runs: dict[str, _Run] = {}
-        self._serial = 0
-        self._source = "<input>"
-        self._last: _Run | None = None
         self._pending_label: Any = None
-        self.tap: Any = None
-        """The :class:`~loopwarden.tune._usage.UsageTap` feeding this replayer, if any."""
 
-    # -- bookkeeping ---------------------------------------------------------
-    def set_source(self, source: str, fmt: str) -> None:
-        self._source = source
-
-    def problem(self, loc: Loc, reason: str) -> None:
-        self._on_problem(format_loc(self._source, loc), reason)
-
-    def has_run(self, key: str) -> bool:
-        return key in self._runs
-
-    def live_event(self, key: str) -> None:
-        return None
-
-    def open_runs(self) -> int:
-        return len(self._runs)
-
-    # -- what the usage tap says ---------------------------------------------
-    def turn_usage(self, turn: int, tokens: int) -> None:
-        for run in self._runs.values():
-            if run.turn == turn:
-                run.turn_tokens = tokens
-
+    # -- outcome labels read from the trace (tune's LabelTap) ---------------------
     def trace_label(self, value: Any) -> None:
+        """The record on its way to the reader holds this outcome label."""
         self._pending_label = value
 
     def record_done(self) -> None:
-        if self._pending_label is not None and self._last is not None:
-            self._last.label = self._pending_label
+        """The reader is done with that record: its label belongs to the run it touched."""
+        if self._pending_label is not None and self._last_run is not None:
+            self._last_run.label = self._pending_label
         self._pending_label = None
 
     # -- runs -------------------------------------------------------------------
-    def begin_run(
-        self,
-        key: str,
-        *,
-        label: str,
-        line: Loc,
-        session: str | None = None,
-        agent: str | None = None,
-        tools: Iterable[str] | None = None,
-        title: str | None = None,
-    ) -> None:
-        if key in self._runs:
-            self.end_run(key)
-        self._serial += 1
-        run_id = str(self._serial)
-        agent_id = None if self._agent_forced else agent
-        tool_list = list(tools) if tools is not None else None
+    def _open(self, run_id: str, start: RunStart) -> _Run:
+        agent_id = None if self._agent_forced else start.agent
+        tools = list(start.tools) if start.tools is not None else None
+        session = start.session
         guards = [
-            g.run(run_id, session_id=session, agent_id=agent_id, tools=tool_list)
-            for g in self.guards
+            g.run(run_id, session_id=session, agent_id=agent_id, tools=tools) for g in self.guards
         ]
-        run = _Run(guards, label, line, session, LoopTracker(len(guards), self._min_loop))
-        self._runs[key] = run
-        self._last = run
+        loops = LoopTracker(len(guards), self._min_loop)
+        run = _Run(guards, start.label, start.line, session, loops)
         if self._pending_label is not None:
             run.label = self._pending_label
             self._pending_label = None
-
-    def _run(self, key: str, line: Loc) -> _Run:
-        run = self._runs.get(key)
-        if run is None:
-            self.begin_run(key, label=key.rpartition("\x1f")[2] or key, line=line)
-            run = self._runs[key]
-        self._last = run
         return run
 
-    def end_run(self, key: str) -> None:
-        run = self._runs.pop(key, None)
-        if run is None:
-            return
+    def _close(self, key: str, run: _Run) -> None:
         for guard in run.guards:
             guard.end()
         self._close_turn(run)
         loops = run.loops.finish(run.calls)
-        if run is self._last:
-            self._last = None
         self._on_run(
             RunRow(
                 run=run.name,
@@ -246,34 +195,42 @@ class GridReplayer:
             )
         )
 
-    def finish(self) -> None:
-        for key in list(self._runs):
-            self.end_run(key)
-
     def compaction(self, key: str, line: Loc) -> None:
         run = self._run(key, line)
         for c, guard in enumerate(run.guards):
             if not run.stopped[c]:
                 guard.on_compaction()
 
-    # -- turns and alarms -------------------------------------------------------
-    def _enter_turn(self, run: _Run, call_id: str | None) -> None:
-        tap = self.tap
-        if tap is None:
-            return
-        found = tap.by_call.get(call_id) if call_id is not None and tap.by_call else None
-        turn, tokens = found if found is not None else (tap.turn, tap.tokens)
-        if turn != run.turn:
+    # -- model turns and alarms -------------------------------------------------
+    def model_turn(self, key: str, tokens: int | None) -> None:
+        run = self._runs.get(key)
+        if run is not None:
             self._close_turn(run)
-            run.turn = turn
-            run.turn_tokens = tokens
-            n = len(run.guards)
-            run.turn_prevented = [True] * n
-            run.turn_after_stop = [True] * n
+            self._open_turn(run, tokens)
 
-    def _close_turn(self, run: _Run) -> None:
+    def turn_usage(self, key: str, tokens: int | None) -> None:
+        run = self._runs.get(key)
+        if run is not None and run.turn_open:
+            run.turn_tokens = tokens
+            self._close_turn(run)
+
+    @staticmethod
+    def _open_turn(run: _Run, tokens: int | None) -> None:
+        n = len(run.guards)
+        run.turn_open = True
+        run.turn_tokens = tokens
+        run.turn_prevented = [True] * n
+        run.turn_after_stop = [True] * n
+
+    @staticmethod
+    def _close_turn(run: _Run) -> None:
+        """Count the finished turn: its tokens, and per config whether all its calls were
+        prevented (``prevented_tokens``) or came after a stop (``saved_tokens``)."""
+        if not run.turn_open:
+            return
+        run.turn_open = False
         tokens = run.turn_tokens
-        if run.turn < 0 or tokens is None:
+        if tokens is None:
             return
         run.tokens = (run.tokens or 0) + tokens
         for c, prevented in enumerate(run.turn_prevented):
@@ -281,7 +238,6 @@ class GridReplayer:
                 run.prevented_tokens[c] += tokens
                 if run.turn_after_stop[c]:
                     run.saved_tokens[c] += tokens
-        run.turn_tokens = None
 
     def _alarm(self, run: _Run, c: int, index: int, level: int) -> None:
         if level > run.levels[c]:
@@ -349,25 +305,19 @@ class GridReplayer:
                 run.stopped[c] = True
                 self._alarm(run, c, index, STOPPED)
 
-    def _pend(self, run: _Run, call_id: str, entry: tuple[int, str, str, Any]) -> None:
-        pending = run.pending
-        pending[call_id] = entry
-        if len(pending) > MAX_PENDING:
-            del pending[next(iter(pending))]
-
     # -- calls and outcomes -------------------------------------------------------
     def call(self, key: str, call_id: str | None, tool: str, params: Any, line: Loc) -> None:
         run = self._run(key, line)
         index = run.calls = run.calls + 1
-        tool = tool.strip() if type(tool) is str else str(tool).strip()
-        sig = f"{tool}:{digest(params)}"
+        name, sig = call_signature(tool, params)
         run.loops.call(index, sig)
-        self._enter_turn(run, call_id)
+        if not run.turn_open:
+            self._open_turn(run, None)
         cid = call_id if call_id is not None else f"#{index}"
         for registry, members in self._groups:
-            poll = is_known_poll(tool, params, registry)
-            self._before(run, members, index, tool, sig, cid, poll)
-        self._pend(run, cid, (index, tool, sig, params))
+            poll = is_known_poll(name, params, registry)
+            self._before(run, members, index, name, sig, cid, poll)
+        remember(run.pending, cid, (index, name, sig, params))
 
     def call_hashed(
         self,
@@ -382,12 +332,13 @@ class GridReplayer:
         run = self._run(key, line)
         index = run.calls = run.calls + 1
         run.loops.call(index, args_hash)
-        self._enter_turn(run, call_id)
+        if not run.turn_open:
+            self._open_turn(run, None)
         cid = call_id if call_id is not None else f"#{index}"
         for registry, members in self._groups:
             known = poll if poll is not None else is_known_poll(tool, params, registry)
             self._before(run, members, index, tool, args_hash, cid, known)
-        self._pend(run, cid, (index, tool, args_hash, MISSING))
+        remember(run.pending, cid, (index, tool, args_hash, MISSING))
 
     def outcome(
         self,

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
+from ._labels import label_word
 from ._replay import BLOCKED, STOPPED, WARNED, RunRow
-from ._usage import label_word
 
 __all__ = ["ConfigStats", "Corpus", "LabelBook", "Tally", "load_labels"]
 
