@@ -139,8 +139,6 @@ def test_install_puts_the_option_into_the_hook_command(env: dict[str, str]) -> N
         for group in groups
         for handler in group["hooks"]
     ]
-    assert commands and all(
-        c.endswith(" claude-code --metrics 127.0.0.1:9464") for c in commands
-    )
+    assert commands and all(c.endswith(" claude-code --metrics 127.0.0.1:9464") for c in commands)
     bad = subprocess.run([*argv[:-1], "9464x"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "--metrics: invalid metrics address '9464x'" in bad.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ def test_same_tune_report_on_one_and_two_workers_and_on_a_local_ray(tmp_path: Pa
     corpus = str(fleet_corpus(tmp_path))
     one = _tune_json(corpus, *GRID, "--workers", "1")
     two = _tune_json(corpus, *GRID, "--workers", "2")
-    ray = _tune_json(corpus, *GRID, "--engine", "ray", "--workers", "2")
-    assert one == two == ray
+    assert one == two
+    if importlib.util.find_spec("ray") is not None:  # the no-extras suite has no Ray
+        assert _tune_json(corpus, *GRID, "--engine", "ray", "--workers", "2") == one
     assert one["corpus"]["runs"] == 74 and one["corpus"]["runs_with_usage"] == 62
     assert [c["calls_prevented"] for c in one["configs"]][1] > 0
     assert len(one["inputs"]) == 9 and all(i["error"] is None for i in one["inputs"])
