@@ -122,10 +122,9 @@ class RunState:
     # -- serialisation -----------------------------------------------------
     def to_bytes(self) -> bytes:
         stopped = self.stopped
-        return orjson.dumps(
+        rest = orjson.dumps(
             {
                 "v": STATE_VERSION,
-                "h": self.window.dump(),
                 "g": self.guard.dump(),
                 "b": list(self.buckets.items()),
                 "n": list(self.notes.items()),
@@ -136,6 +135,8 @@ class RunState:
                 "u": self.updated,
             }
         )
+        # The window is most of the state: spliced in from its incrementally kept rows.
+        return b'{"h":' + self.window.dump_bytes() + b"," + rest[1:]
 
     @classmethod
     def from_bytes(cls, data: bytes, config: LoopDetectionConfig) -> RunState:

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
+import orjson
+
 __all__ = ["Record", "RunWindow", "SigStats"]
 
 # Records and signature counters are created for every call: built with
@@ -116,6 +118,22 @@ def _ustreak(rec: Record, prev: Record | None) -> int:
     return 1
 
 
+def _row(r: Record) -> list[Any]:
+    return [
+        r.tool_name,
+        r.args_hash,
+        r.call_id,
+        r.result_hash,
+        r.unknown_tool_name,
+        r.timestamp,
+        int(r.veto),
+    ]
+
+
+def _encode_row(r: Record) -> bytes:
+    return orjson.dumps(_row(r))
+
+
 class RunWindow:
     """Records of one run in order, with incremental detector quantities.
 
@@ -125,6 +143,8 @@ class RunWindow:
     """
 
     __slots__ = (
+        "_dirty",
+        "_enc",
         "_next_seq",
         "capacity",
         "pp_last",
@@ -144,6 +164,10 @@ class RunWindow:
         self.pp_last_tool: str | None = None
         self.pp_other: str | None = None
         self.pp_tail = 0
+        # Encoded rows for dump_bytes(), kept once it is first asked for: None, or
+        # one bytes per record, with records added or completed since in _dirty.
+        self._enc: deque[bytes] | None = None
+        self._dirty: list[Record] = []
 
     def __len__(self) -> int:
         return len(self.records)
@@ -190,6 +214,10 @@ class RunWindow:
         records = self.records
         prev = records[-1] if records else None
         records.append(rec)
+        enc = self._enc
+        if enc is not None:
+            enc.append(b"")
+            self._mark_dirty(rec)
         if args_hash == self.pp_other:
             self.pp_tail += 1
             self.pp_other = self.pp_last
@@ -250,6 +278,8 @@ class RunWindow:
             return None
         rec.result_hash = result_hash
         rec.unknown_tool_name = unknown_tool_name
+        if self._enc is not None:
+            self._mark_dirty(rec)
         sig.hashed += 1
         if rec.seq > sig.newest_seq:
             sig.streak = sig.streak + 1 if result_hash == sig.latest else 1
@@ -272,6 +302,8 @@ class RunWindow:
 
     def evict_oldest(self) -> Record:
         rec = self.records.popleft()
+        if self._enc is not None:
+            self._enc.popleft()
         sig = self.sigs[rec.args_hash]
         sig.count -= 1
         if rec.result_hash is not None:
@@ -311,18 +343,33 @@ class RunWindow:
 
     # -- serialisation ---------------------------------------------------
     def dump(self) -> list[list[Any]]:
-        return [
-            [
-                r.tool_name,
-                r.args_hash,
-                r.call_id,
-                r.result_hash,
-                r.unknown_tool_name,
-                r.timestamp,
-                int(r.veto),
-            ]
-            for r in self.records
-        ]
+        return [_row(r) for r in self.records]
+
+    def dump_bytes(self) -> bytes:
+        """:meth:`dump` as JSON. Each row is encoded once while this window lives,
+        so a store that keeps the state between writes (Redis) pays per step for
+        the new rows only, not for the whole window."""
+        enc = self._enc
+        records = self.records
+        if enc is None:
+            enc = self._enc = deque(map(_encode_row, records))
+        elif self._dirty:
+            first = records[0].seq if records else 0
+            size = len(records)
+            for rec in self._dirty:
+                index = rec.seq - first
+                if 0 <= index < size:  # else evicted since
+                    enc[index] = _encode_row(rec)
+            self._dirty.clear()
+        return b"[" + b",".join(enc) + b"]"
+
+    def _mark_dirty(self, rec: Record) -> None:
+        dirty = self._dirty
+        dirty.append(rec)
+        if len(dirty) > len(self.records) + 64:
+            # Nobody dumps this window any more: stop keeping rows for it.
+            self._enc = None
+            dirty.clear()
 
     @classmethod
     def load(

@@ -1,13 +1,18 @@
 """The Redis store's update protocol, written once for the sync and the async client.
 
-Each stored record is a hash ``{t: token, d: data}``. The token is 64 random
-bits, new on every write. An update sends the data it computed together with
-the token it started from to a small Lua script, which writes only when the
-stored token still matches (compare-and-set) and otherwise answers with the
-current token and data, so a retry needs no extra read. Random tokens (not a
-counter) mean a run that was deleted and created again never matches a stale
-token by accident, and a write whose reply was lost is recognised by its own
-token on the retry.
+Each stored record is one string key: an 8-byte token followed by the data.
+The token is 64 random bits, new on every write. An update is one pipeline of
+two commands: a plain ``SET`` of the new token and data under a staging key
+next to the record (same hash tag, so the same Cluster slot), then a small Lua
+script that compares the record's token with the one the update started from
+and, when they match, moves the staging key onto the record with ``RENAME``
+(compare-and-set); otherwise it drops the staging key and answers with the
+current record, so a retry needs no extra read. The data never passes through
+Lua on the common path: handing a script a large argument costs the server
+far more than the command itself (about 0.3 ms for a 180 KB state, against
+4 us for the ``SET``). Random tokens (not a counter) mean a run that was
+deleted and created again never matches a stale token by accident, and a
+write whose reply was lost is recognised by its own token on the retry.
 
 The protocol is a generator that yields operations (``Cas``, ``Sleep``) and
 receives their replies; :mod:`loopwarden.stores.redis` drives it with a
@@ -25,25 +30,34 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..errors import StoreError
 
-__all__ = ["CAS_SCRIPT", "CAS_SHA", "GEN_SCRIPT", "GEN_SHA", "Cas", "Sleep", "update"]
+__all__ = [
+    "CAS_SCRIPT",
+    "CAS_SHA",
+    "GEN_SCRIPT",
+    "GEN_SHA",
+    "Cas",
+    "Sleep",
+    "staging_key",
+    "update",
+]
 
 T = TypeVar("T")
 O = TypeVar("O")  # noqa: E741 - the local form of a record (RunState, bytes, ...)
 
-# KEYS[1]: the record. ARGV: expected token ("" = absent), new token, then either
-# data and TTL in milliseconds (write) or nothing (delete).
+# KEYS[1]: the record, KEYS[2]: its staging key (written just before, in the same
+# pipeline, when ARGV[2] is "w"). ARGV[1]: the expected token ("" = absent);
+# ARGV[2]: "w" (move the staged record in) or "d" (delete the record).
 CAS_SCRIPT = """\
-local t = redis.call('HGET', KEYS[1], 't')
-if t == false then t = '' end
+local t = redis.call('GETRANGE', KEYS[1], 0, 7)
 if t ~= ARGV[1] then
+  if ARGV[2] == 'w' then redis.call('DEL', KEYS[2]) end
   if t == '' then return {} end
-  return {t, redis.call('HGET', KEYS[1], 'd')}
+  return redis.call('GET', KEYS[1])
 end
-if #ARGV < 4 then
-  redis.call('DEL', KEYS[1])
+if ARGV[2] == 'w' then
+  redis.call('RENAME', KEYS[2], KEYS[1])
 else
-  redis.call('HSET', KEYS[1], 't', ARGV[2], 'd', ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  redis.call('DEL', KEYS[1])
 end
 return 1
 """
@@ -59,10 +73,21 @@ GEN_SHA = hashlib.sha1(GEN_SCRIPT.encode()).hexdigest()
 
 
 class Cas(NamedTuple):
-    """Run the compare-and-set script: reply ``1`` (written) or ``[]``/``[token, data]``."""
+    """Stage ``record`` (unless ``None``: delete) and run the compare-and-set script.
+
+    Reply ``1`` (written), ``[]`` (no record) or the current record's bytes.
+    """
 
     key: str
-    args: tuple[bytes | int, ...]
+    expected: bytes
+    record: bytes | None
+    """Token and data to store, ``None`` to delete."""
+    ttl_ms: int
+
+
+def staging_key(key: str, token: bytes) -> str:
+    """Where an update stages its record: beside ``key``, in the same Cluster slot."""
+    return f"{key}:w:{token.hex()}"
 
 
 class Sleep(NamedTuple):
@@ -113,16 +138,13 @@ def update(
     while True:
         data, result, after = step(obj)
         mine = new_token()
-        args: tuple[bytes | int, ...] = (
-            (token, mine) if data is None else (token, mine, data, ttl_ms)
-        )
-        reply = yield Cas(key, args)
-        if reply == 1 or (reply and reply[0] == mine):
+        reply = yield Cas(key, token, None if data is None else mine + data, ttl_ms)
+        if reply == 1 or (isinstance(reply, bytes) and reply[:8] == mine):
             # The second form: our write went through but its reply was lost and
             # the client retried it.
             return Outcome(result, None if data is None else (mine, after), vanished)
         if reply:
-            token, obj = reply[0], decode(reply[1])
+            token, obj = reply[:8], decode(reply[8:])
         else:
             vanished = vanished or bool(token)
             token, obj = b"", fresh()

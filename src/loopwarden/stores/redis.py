@@ -1,9 +1,9 @@
 """Redis store: one run's state shared by agent workers on many hosts.
 
-Every update of a run is one compare-and-set script call (see
-:mod:`._redis_cas`): one round trip when this process wrote the run last (it
+Every update of a run is one compare-and-set (a staging ``SET`` and a script,
+pipelined; see :mod:`._redis_cas`): one round trip when this process wrote the run last (it
 keeps the run's latest state and token in a small local cache), two when
-another process did. Runs are hashes under ``<prefix>run:{<key>}`` (the braces
+another process did. Runs are string keys under ``<prefix>run:{<key>}`` (the braces
 are a Cluster hash tag, so a run's keys share a slot) with a Redis TTL that
 every write renews; hook side records live under ``<prefix>kv:{<key>}``.
 
@@ -103,7 +103,7 @@ def _describe(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, rex.NoPermissionError) or "noperm" in low:
         return (
             f"the Redis user lacks a permission ({text}); loopwarden needs EVALSHA, SCRIPT "
-            "LOAD, HGET, HSET, PEXPIRE, DEL, GET, SET and SCAN on its key prefix"
+            "LOAD, GET, GETRANGE, SET, RENAME, DEL and SCAN on its key prefix"
         )
     if "unknown command" in low:
         return (
@@ -334,10 +334,12 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
                     time.sleep(op.seconds)
                     reply = None
                 else:
-                    reply = _eval(client, cas.CAS_SHA, cas.CAS_SCRIPT, op.key, op.args)
+                    reply = _cas(client, op)
             if self._check_generation or result.vanished or self._outage is not None:
                 self._learned_generation(
-                    _eval(client, cas.GEN_SHA, cas.GEN_SCRIPT, self._gen_key(), (cas.new_token(),))
+                    _eval(
+                        client, cas.GEN_SHA, cas.GEN_SCRIPT, (1, self._gen_key(), cas.new_token())
+                    )
                 )
         except Exception as exc:
             if _is_redis_error(exc):
@@ -362,10 +364,10 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
                     await asyncio.sleep(op.seconds)
                     reply = None
                 else:
-                    reply = await _aeval(client, cas.CAS_SHA, cas.CAS_SCRIPT, op.key, op.args)
+                    reply = await _acas(client, op)
             if self._check_generation or result.vanished or self._outage is not None:
                 generation = await _aeval(
-                    client, cas.GEN_SHA, cas.GEN_SCRIPT, self._gen_key(), (cas.new_token(),)
+                    client, cas.GEN_SHA, cas.GEN_SCRIPT, (1, self._gen_key(), cas.new_token())
                 )
                 self._learned_generation(generation)
         except Exception as exc:
@@ -531,8 +533,8 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
     # -- inspection (Inspectable) -----------------------------------------------------
     def load(self, key: str, config: LoopDetectionConfig) -> RunState | None:
         """The stored state of ``key`` (read only), or ``None``."""
-        data = self._command(lambda client: client.hget(self.run_key(key), "d"))
-        return None if data is None else self._decoder(key, config)(data)
+        data = self._command(lambda client: client.get(self.run_key(key)))
+        return None if data is None else self._decoder(key, config)(data[8:])
 
     def keys(self) -> list[str]:
         """Keys of the stored runs (a SCAN over the prefix; for inspection and tests)."""
@@ -554,10 +556,12 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
         try:
             client = self._sync_client()
             client.ping()
-            generation = _eval(client, cas.GEN_SHA, cas.GEN_SCRIPT, self._gen_key(), (b"x",))
-            reply = _eval(
-                client, cas.CAS_SHA, cas.CAS_SCRIPT, self._gen_key() + ":check", (b"", b"x")
-            )
+            generation = _eval(client, cas.GEN_SHA, cas.GEN_SCRIPT, (1, self._gen_key(), b"x"))
+            # A write and a delete of a scratch record: every command updates use.
+            token = cas.new_token()
+            scratch = f"{self._gen_key()}:{{check-{token.hex()}}}"
+            written = _cas(client, cas.Cas(scratch, b"", token + b"x", 10_000))
+            reply = written if written != 1 else _cas(client, cas.Cas(scratch, token, None, 0))
         except Exception as exc:
             if not _is_redis_error(exc):
                 raise
@@ -624,20 +628,69 @@ def _sentinels(pool: Any) -> list[Any]:
     return list(getattr(manager, "sentinels", []))
 
 
-def _eval(client: Any, sha: str, script: str, key: str, args: tuple[Any, ...]) -> Any:
+def _eval(client: Any, sha: str, script: str, args: tuple[Any, ...]) -> Any:
+    """EVALSHA, loading the script on a server that does not know it; ``args`` start
+    with the number of keys."""
     try:
-        return client.evalsha(sha, 1, key, *args)
+        return client.evalsha(sha, *args)
     except _rex.NoScriptError:
         client.script_load(script)
-        return client.evalsha(sha, 1, key, *args)
+        return client.evalsha(sha, *args)
 
 
-async def _aeval(client: Any, sha: str, script: str, key: str, args: tuple[Any, ...]) -> Any:
+async def _aeval(client: Any, sha: str, script: str, args: tuple[Any, ...]) -> Any:
     try:
-        return await client.evalsha(sha, 1, key, *args)
+        return await client.evalsha(sha, *args)
     except _rex.NoScriptError:
         await client.script_load(script)
-        return await client.evalsha(sha, 1, key, *args)
+        return await client.evalsha(sha, *args)
+
+
+def _cas_args(op: cas.Cas) -> tuple[Any, ...]:
+    stage = cas.staging_key(op.key, op.record[:8] if op.record is not None else b"")
+    return (2, op.key, stage, op.expected, b"d" if op.record is None else b"w")
+
+
+def _cas(client: Any, op: cas.Cas) -> Any:
+    """One compare-and-set: the staging SET and the script, in one round trip
+    (two on a Cluster, whose client pipelines no scripts)."""
+    args = _cas_args(op)
+    if getattr(client, "nodes_manager", None) is not None:
+        if op.record is not None:
+            client.set(args[2], op.record, px=op.ttl_ms)
+        return _eval(client, cas.CAS_SHA, cas.CAS_SCRIPT, args)
+    for attempt in (0, 1):
+        pipe = client.pipeline(transaction=False)
+        if op.record is not None:
+            pipe.set(args[2], op.record, px=op.ttl_ms)
+        pipe.evalsha(cas.CAS_SHA, *args)
+        try:
+            return pipe.execute()[-1]
+        except _rex.NoScriptError:
+            if attempt:
+                raise
+            client.script_load(cas.CAS_SCRIPT)
+    raise AssertionError("unreachable")
+
+
+async def _acas(client: Any, op: cas.Cas) -> Any:
+    args = _cas_args(op)
+    if getattr(client, "nodes_manager", None) is not None:
+        if op.record is not None:
+            await client.set(args[2], op.record, px=op.ttl_ms)
+        return await _aeval(client, cas.CAS_SHA, cas.CAS_SCRIPT, args)
+    for attempt in (0, 1):
+        pipe = client.pipeline(transaction=False)
+        if op.record is not None:
+            pipe.set(args[2], op.record, px=op.ttl_ms)
+        pipe.evalsha(cas.CAS_SHA, *args)
+        try:
+            return (await pipe.execute())[-1]
+        except _rex.NoScriptError:
+            if attempt:
+                raise
+            await client.script_load(cas.CAS_SCRIPT)
+    raise AssertionError("unreachable")
 
 
 def _is_redis_error(exc: BaseException) -> bool:
