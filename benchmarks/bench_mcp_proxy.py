@@ -233,7 +233,7 @@ async def guard_work(calls: int, rounds: int) -> dict[str, float]:
     import mcp_types as types
 
     import loopwarden as lw
-    from loopwarden.integrations.mcp import _Guarding, _outcome_view
+    from loopwarden.integrations.mcp._guarding import Guarding, outcome_view
 
     text = "job 1: pending"
     result = types.CallToolResult(
@@ -242,7 +242,7 @@ async def guard_work(calls: int, rounds: int) -> dict[str, float]:
     tools = frozenset({"poll_status", "counter"})
 
     def case(config: dict[str, object]) -> Case:
-        guarding = _Guarding(lw.LoopGuard(config), None)
+        guarding = Guarding(lw.LoopGuard(config), None)
         ctx: Any = SimpleNamespace(request=None, request_id=0, session=None)
 
         async def run(start: int, n: int) -> list[float]:
@@ -252,7 +252,7 @@ async def guard_work(calls: int, rounds: int) -> dict[str, float]:
                 ctx.request_id = i
                 args = {"job": str(i)}
                 run_, session, call_id, _ = await guarding.before(ctx, "poll_status", args, tools)
-                view = _outcome_view(result)
+                view = outcome_view(result)
                 await guarding.after(run_, session, "poll_status", args, call_id, result=view)
                 times.append(time.perf_counter() - begin)
             return times

@@ -51,7 +51,6 @@ def fixture_config(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 #10: a ValidationError logs the raw result")
 @pytest.mark.parametrize("level", ["warning", "info"])
 async def test_invalid_upstream_result_is_not_logged_raw(
     tmp_path: Path, config: Path, level: str
@@ -131,9 +130,9 @@ def huge_line(ident: int, size: int) -> Iterator[bytes]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 11 #20: a line over 256 MiB ends the proxy")
 def test_oversized_message_is_refused_and_the_proxy_goes_on(tmp_path: Path) -> None:
-    """A 257 MiB message line is refused; the next request is answered as usual."""
+    """A 257 MiB message line is refused with an error under its id; the next request is
+    answered as usual."""
     stderr = (tmp_path / "stderr").open("wb")
     proc = subprocess.Popen(
         [LOOPWARDEN, "mcp-proxy", "--", *UPSTREAM],
@@ -159,6 +158,9 @@ def test_oversized_message_is_refused_and_the_proxy_goes_on(tmp_path: Path) -> N
         assert channel.answer(1)["result"]["serverInfo"]["name"] == "loopwarden"
         channel.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         channel.write(huge_line(2, 257 * MiB))
+        refused = channel.answer(2)
+        assert refused is not None, "the proxy exited: " + (tmp_path / "stderr").read_text()[-400:]
+        assert refused["error"]["code"] == -32600 and "too large" in refused["error"]["message"]
         channel.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
         pong = channel.answer(3)
         assert pong is not None, "the proxy exited: " + (tmp_path / "stderr").read_text()[-400:]

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from loopwarden.integrations._mcp_stdio import _PipeLines, _ThreadLines, stdio_channel
+from loopwarden.integrations.mcp._stdio import _PipeLines, _ThreadLines, stdio_channel
 
 MESSAGES = ['{"jsonrpc":"2.0","id":1,"method":"ping"}', '{"jsonrpc":"2.0","id":2,"method":"é"}']
 

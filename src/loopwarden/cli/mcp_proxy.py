@@ -94,6 +94,14 @@ class _ProxyCommand(click.Command):
     metavar="SECONDS",
     help="Time allowed for each upstream to start (default: 30).",
 )
+@click.option(
+    "--max-message-bytes",
+    type=int,
+    default=None,
+    metavar="BYTES",
+    help="Longest message accepted from the client; a longer one is refused with an error "
+    "(default: 268435456, 256 MiB, for a stdin line; 4194304, 4 MiB, for an HTTP body).",
+)
 @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option(
     "--host", default="127.0.0.1", metavar="HOST", help="HTTP address (default: 127.0.0.1)."
@@ -137,6 +145,8 @@ def mcp_proxy_command(command: list[str], /, **options: Any) -> int:
         )
     if args.connect_timeout <= 0:
         raise UsageFailure(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
+    if args.max_message_bytes is not None and args.max_message_bytes <= 0:
+        raise UsageFailure(f"--max-message-bytes must be positive, got {args.max_message_bytes}")
     if not 0 <= args.port <= 65535:
         raise UsageFailure(f"--port {args.port} is not a port number")
     metrics_address = _metrics_address(args)
@@ -221,6 +231,7 @@ class _Options(NamedTuple):
     prefix: str
     run_idle: float
     connect_timeout: float
+    max_message_bytes: int | None
     http: bool
     host: str
     port: int
@@ -310,6 +321,7 @@ async def _serve(proxy_class: Any, args: _Options, upstreams: list[Any], guard: 
         run_idle_seconds=args.run_idle or None,
         prefix_tools=prefix,
         connect_timeout=args.connect_timeout,
+        max_message_bytes=args.max_message_bytes,
     )
     log = logging.getLogger("loopwarden")
     stop = anyio.Event()
