@@ -111,7 +111,8 @@ class _Splitter:
         if self._skipped is not None:
             self._skipped += size
         elif len(self._buffer) + size > self.limit:
-            self._head = (bytes(self._buffer[:_HEAD]) + chunk[start : start + _HEAD])[:_HEAD]
+            kept = bytes(self._buffer[:_HEAD])
+            self._head = kept + chunk[start : min(end, start + _HEAD - len(kept))]
             self._skipped = len(self._buffer) + size
             self._buffer.clear()
         elif size:
@@ -175,14 +176,16 @@ def _string_end(text: str, start: int) -> int:
 def _refusal(line: _TooLong, limit: int) -> str | None:
     """The JSON-RPC error answering an oversized line (None for a notification)."""
     ident = _request_id(line.head)
+    # Without an id near its start, a line naming a method is a notification.
+    notification = ident is None and b'"method"' in line.head and b'"id"' not in line.head
     logger.warning(
-        "loopwarden mcp-proxy: refused an MCP message of %d bytes (the limit is %d bytes)%s",
+        "loopwarden mcp-proxy: refused an MCP %s of %d bytes (the limit is %d bytes)",
+        "notification" if notification else "message",
         line.size,
         limit,
-        "" if ident is not None else "; its request id is not in its first bytes",
     )
-    if ident is None and b'"method"' in line.head and b'"id"' not in line.head:
-        return None  # a notification: nobody waits for an answer
+    if notification:
+        return None  # nobody waits for an answer
     error = {
         "code": _INVALID_REQUEST,
         "message": f"message too large: {line.size} bytes, over the proxy's limit of {limit} "
