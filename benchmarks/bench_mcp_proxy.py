@@ -179,35 +179,37 @@ def _upstream_url(port: int, proc: subprocess.Popen[str]) -> str:
 
 def _proxy_url(proc: subprocess.Popen[str]) -> str:
     assert proc.stderr is not None
+    said = []
     for line in proc.stderr:  # the proxy prints its address once it listens
         if "serving MCP at " in line:
             return line.split("serving MCP at ", 1)[1].strip()
-    raise RuntimeError(f"the proxy exited with code {proc.wait()} before serving")
+        said.append(line)
+    raise RuntimeError(f"the proxy exited with code {proc.wait()}: {''.join(said)}")
 
 
 async def over_http(calls: int, rounds: int, config_dir: Path) -> dict[str, float]:
     configs = write_configs(config_dir)
     port = _free_port()
-    with (
-        _process([sys.executable, str(UPSTREAM), "--http", str(port)]) as upstream_proc,
-        _process(_http_proxy(configs["off"], port)) as off_proc,
-        _process(_http_proxy(configs["on"], port)) as on_proc,
-    ):
-        urls = {
-            "direct": _upstream_url(port, upstream_proc),
-            "proxy, guard off": _proxy_url(off_proc),
-            "proxy, guard on": _proxy_url(on_proc),
-        }
-        async with AsyncExitStack() as stack:
-            cases = {
-                name: caller(await stack.enter_async_context(Client(url)))
-                for name, url in urls.items()
+    with _process([sys.executable, str(UPSTREAM), "--http", str(port)]) as upstream_proc:
+        direct = _upstream_url(port, upstream_proc)  # listening before the proxies connect
+        with (
+            _process(_http_proxy(configs["off"], direct)) as off_proc,
+            _process(_http_proxy(configs["on"], direct)) as on_proc,
+        ):
+            urls = {
+                "direct": direct,
+                "proxy, guard off": _proxy_url(off_proc),
+                "proxy, guard on": _proxy_url(on_proc),
             }
-            return await measure(cases, calls, rounds)
+            async with AsyncExitStack() as stack:
+                cases = {
+                    name: caller(await stack.enter_async_context(Client(url)))
+                    for name, url in urls.items()
+                }
+                return await measure(cases, calls, rounds)
 
 
-def _http_proxy(config: Path, upstream_port: int) -> list[str]:
-    upstream = f"http://127.0.0.1:{upstream_port}/mcp"
+def _http_proxy(config: Path, upstream: str) -> list[str]:
     options = ["--config", str(config), "--run-idle", "0", "--http", "--port", "0"]
     return [loopwarden_script(), "mcp-proxy", *options, "--upstream", upstream]
 
