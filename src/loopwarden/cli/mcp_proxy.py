@@ -282,29 +282,52 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-class _NoSdkTracebacks(logging.Filter):
-    """The MCP SDK logs tracebacks for upstream noise (e.g. a print on stdout); keep the line."""
+class _NoRawData(logging.Filter):
+    """Keep tool arguments and results, which MCP messages carry, out of the log.
+
+    pydantic validation errors print the values that failed (an upstream's
+    invalid result, say): such a record keeps its message plus where and how
+    the data is invalid. Below debug level the MCP SDK's tracebacks for
+    upstream noise (e.g. a print on stdout) become one line too.
+    """
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None and not record.name.startswith("loopwarden"):
+        if exc is None:
+            return True
+        if type(exc).__module__.startswith("pydantic"):
+            from ..integrations.mcp._upstream import reason
+
+            self._one_line(record, reason(exc))
+        elif not self.tracebacks and not record.name.startswith("loopwarden"):
             first = (str(exc).strip().splitlines() or [""])[0]
-            record.msg = f"{record.getMessage()} ({type(exc).__name__}: {first})"
-            record.args = None
-            record.exc_info = None
-            record.exc_text = None
+            self._one_line(record, f"{type(exc).__name__}: {first}")
         return True
+
+    @staticmethod
+    def _one_line(record: logging.LogRecord, cause: str) -> None:
+        record.msg = f"{record.getMessage()} ({cause})"
+        record.args = None
+        record.exc_info = None
+        record.exc_text = None
 
 
 def _setup_logging(level: str) -> None:
-    """Everything to stderr: in stdio mode stdout carries the MCP messages."""
+    """Everything to stderr: in stdio mode stdout carries the MCP messages.
+
+    At debug level only loopwarden's own debug messages are shown: the MCP
+    SDK's print whole messages (arguments and results) at debug.
+    """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    if level != "debug":
-        handler.addFilter(_NoSdkTracebacks())
+    handler.addFilter(_NoRawData(tracebacks=level == "debug"))
     root = logging.getLogger()
     root.addHandler(handler)
-    root.setLevel(logging.WARNING if level != "debug" else logging.DEBUG)
+    root.setLevel(logging.WARNING if level != "debug" else logging.INFO)
     logging.getLogger("loopwarden").setLevel(level.upper())
 
 

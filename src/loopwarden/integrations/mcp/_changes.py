@@ -27,6 +27,7 @@ from mcp.shared.subscriptions import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..._logging import logger
+from ._upstream import reason
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -66,7 +67,8 @@ class ChangeRelay:
     async def on_upstream_message(self, message: Any) -> None:
         """An upstream client's message handler."""
         if isinstance(message, Exception):
-            logger.info("loopwarden mcp-proxy: upstream transport error: %s", message)
+            # Not the exception's text: a line that failed to parse is in it.
+            logger.info("loopwarden mcp-proxy: upstream transport error: %s", reason(message))
             return
         if isinstance(message, types.ToolListChangedNotification):
             self._spawn(self._changed, ToolsListChanged())
@@ -91,7 +93,7 @@ class ChangeRelay:
                 async for event in subscription:
                     self._spawn(self._changed, event)
         except Exception as exc:
-            logger.info("loopwarden mcp-proxy: not following upstream changes: %s", exc)
+            logger.info("loopwarden mcp-proxy: not following upstream changes: %s", reason(exc))
 
     async def _changed(self, event: ServerEvent) -> None:
         try:

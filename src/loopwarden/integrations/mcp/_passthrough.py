@@ -9,7 +9,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from ..._logging import logger
-from ._upstream import Link, all_pages
+from ._upstream import Link, all_pages, reason
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -88,7 +88,7 @@ class Passthrough:
                 found = await all_pages(link.client.list_prompts, "prompts")
             except Exception as exc:
                 logger.warning(
-                    "loopwarden mcp-proxy: prompts/list of %s failed: %s", link.name, exc
+                    "loopwarden mcp-proxy: prompts/list of %s failed: %s", link.name, reason(exc)
                 )
                 continue
             for prompt in found:

@@ -249,7 +249,7 @@ class GuardedProxy:
                         "loopwarden mcp-proxy: tools/list of upstream %s failed (%s); "
                         "keeping its previous tool list",
                         link.name,
-                        exc,
+                        reason(exc),
                     )
                 for tool in link.tools:
                     exposed = link.prefix + tool.name
