@@ -10,14 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from loopwarden.integrations.mcp._stdio import (
-    _PipeLines,
-    _request_id,
-    _Splitter,
-    _ThreadLines,
-    _TooLong,
-    stdio_channel,
-)
+from loopwarden.integrations.mcp._lines import Splitter, TooLong, _request_id
+from loopwarden.integrations.mcp._stdio import _PipeLines, _ThreadLines, stdio_channel
 
 MESSAGES = ['{"jsonrpc":"2.0","id":1,"method":"ping"}', '{"jsonrpc":"2.0","id":2,"method":"é"}']
 
@@ -106,8 +100,8 @@ def test_splitter_cuts_lines_and_skips_long_ones_at_any_chunking(chunk: int):
     stream = "\n".join([SHORT[0], LONG_REQUEST, SHORT[1], "z" * LIMIT, "", LONG_NOTE]) + "\n"
     stream += SHORT[0]  # a last line without its newline
     data = stream.encode()
-    splitter = _Splitter(LIMIT)
-    items: list[bytes | _TooLong] = []
+    splitter = Splitter(LIMIT)
+    items: list[bytes | TooLong] = []
     for start in range(0, len(data), chunk):
         items += splitter.feed(data[start : start + chunk])
         assert len(splitter._buffer) <= LIMIT  # never more than the bound held
@@ -116,7 +110,7 @@ def test_splitter_cuts_lines_and_skips_long_ones_at_any_chunking(chunk: int):
     assert lines[0] == SHORT[0] and lines[2] == SHORT[1] and lines[3] == "z" * LIMIT
     assert lines[4] == "" and lines[6] == SHORT[0] and len(lines) == 7
     for refused, text in ((lines[1], LONG_REQUEST), (lines[5], LONG_NOTE)):
-        assert isinstance(refused, _TooLong) and refused.size == len(text)
+        assert isinstance(refused, TooLong) and refused.size == len(text)
         assert text.encode().startswith(refused.head)
 
 

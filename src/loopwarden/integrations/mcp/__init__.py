@@ -20,13 +20,15 @@ the loop was stopped.
 
 Layout (all private but this module):
 
-* ``_proxy``: :class:`GuardedProxy`, the tools/resources/prompts passthrough;
+* ``_proxy``: :class:`GuardedProxy`: lifecycle, tools and the guarded ``tools/call``;
+* ``_passthrough``: the upstreams' resources and prompts;
 * ``_upstream``: :class:`Upstream`, connecting to one, describing its failures;
 * ``_changes``: forwarding the upstreams' list-changed notifications;
 * ``_guarding``: the guard around one ``tools/call``, shared by proxy and middleware;
 * ``_middleware``: :class:`MCPLoopGuardMiddleware` for your own ``MCPServer``;
 * ``_runs``: which session a request belongs to, and each session's current run;
-* ``_stdio``, ``_http``: serving over stdin/stdout and over streamable HTTP.
+* ``_stdio`` (with ``_lines``, the bound on a message line), ``_http``: serving
+  over stdin/stdout and over streamable HTTP.
 """
 
 from __future__ import annotations

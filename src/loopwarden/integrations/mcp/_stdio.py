@@ -8,22 +8,18 @@ channel uses the event loop's own pipe transports. Anything else (a terminal,
 a file, another event loop) gets one daemon thread per direction.
 
 One message is one line, at most ``max_line`` bytes
-(:data:`DEFAULT_MAX_MESSAGE_BYTES`): a longer line is skipped as it arrives
-(never held whole), answered with a JSON-RPC error when its request id can be
-read from its start, and the channel goes on with the next line.
+(:data:`DEFAULT_MAX_MESSAGE_BYTES`); a longer one is refused (see :mod:`._lines`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import queue
 import stat
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,6 +27,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from ..._logging import logger
+from ._lines import Splitter, TooLong, refusal
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -42,8 +39,6 @@ DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 """The longest MCP message line the proxy reads from stdin (base64 images can be large)."""
 
 _CHUNK = 65536
-_HEAD = 4096  # bytes of an oversized line kept to find its request id
-_INVALID_REQUEST = -32600
 
 
 async def serve_stdio(
@@ -65,133 +60,6 @@ async def serve_stdio(
     finally:
         os.dup2(wire, 1)
         os.close(wire)
-
-
-@dataclass(frozen=True)
-class _TooLong:
-    """A line over the bound: its first bytes and its length."""
-
-    head: bytes
-    size: int
-
-
-class _Splitter:
-    """Cuts a byte stream into lines of at most ``limit`` bytes, skipping longer ones.
-
-    Memory stays within ``limit`` plus one chunk whatever arrives.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._buffer = bytearray()
-        self._skipped: int | None = None  # bytes of the oversized line seen so far
-        self._head = b""
-
-    def feed(self, chunk: bytes) -> list[bytes | _TooLong]:
-        items: list[bytes | _TooLong] = []
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            if self._skipped is None and not self._buffer and end - start <= self.limit:
-                items.append(chunk[start:end])  # the common case: a whole line in one chunk
-            else:
-                self._take(chunk, start, end)
-                if self._skipped is not None:
-                    items.append(_TooLong(self._head, self._skipped))
-                    self._skipped, self._head = None, b""
-                else:
-                    items.append(bytes(self._buffer))
-                    self._buffer.clear()
-            start = end + 1
-        self._take(chunk, start, len(chunk))
-        return items
-
-    def _take(self, chunk: bytes, start: int, end: int) -> None:
-        """Add ``chunk[start:end]`` (no newline in it) to the line being read."""
-        size = end - start
-        if self._skipped is not None:
-            self._skipped += size
-        elif len(self._buffer) + size > self.limit:
-            kept = bytes(self._buffer[:_HEAD])
-            self._head = kept + chunk[start : min(end, start + _HEAD - len(kept))]
-            self._skipped = len(self._buffer) + size
-            self._buffer.clear()
-        elif size:
-            self._buffer += chunk[start:end]
-
-    def finish(self) -> list[bytes | _TooLong]:
-        """What is left at end of input: a last line without its newline."""
-        if self._skipped is not None:
-            return [_TooLong(self._head, self._skipped)]
-        rest = bytes(self._buffer)
-        self._buffer.clear()
-        return [rest] if rest.strip() else []
-
-
-def _request_id(head: bytes) -> Any:
-    """The top-level ``"id"`` of a JSON-RPC message from its first bytes (None if not there).
-
-    Only a key at depth 1 counts: an ``"id"`` inside ``params`` belongs to the
-    arguments, and answering it could fail an unrelated request.
-    """
-    text = head.decode("utf-8", "replace")
-    depth, i, n = 0, 0, len(text)
-    while i < n:
-        char = text[i]
-        if char == '"':
-            end = _string_end(text, i)
-            if end < 0:
-                return None
-            if depth == 1 and text[i + 1 : end] == "id":
-                value = text[end + 1 :].lstrip()
-                if value.startswith(":"):
-                    decoder = json.JSONDecoder()
-                    try:
-                        found, _ = decoder.raw_decode(value[1:].lstrip())
-                    except ValueError:
-                        return None
-                    return found if type(found) in (str, int) else None  # not bool
-            i = end + 1
-            continue
-        if char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-        i += 1
-    return None
-
-
-def _string_end(text: str, start: int) -> int:
-    """Index of the quote closing the JSON string opened at ``start`` (-1: not in ``text``)."""
-    i = start + 1
-    while (i := text.find('"', i)) >= 0:
-        backslashes = 0
-        while text[i - 1 - backslashes] == "\\":
-            backslashes += 1
-        if backslashes % 2 == 0:
-            return i
-        i += 1
-    return -1
-
-
-def _refusal(line: _TooLong, limit: int) -> str | None:
-    """The JSON-RPC error answering an oversized line (None for a notification)."""
-    ident = _request_id(line.head)
-    # Without an id near its start, a line naming a method is a notification.
-    notification = ident is None and b'"method"' in line.head and b'"id"' not in line.head
-    logger.warning(
-        "loopwarden mcp-proxy: refused an MCP %s of %d bytes (the limit is %d bytes)",
-        "notification" if notification else "message",
-        line.size,
-        limit,
-    )
-    if notification:
-        return None  # nobody waits for an answer
-    error = {
-        "code": _INVALID_REQUEST,
-        "message": f"message too large: {line.size} bytes, over the proxy's limit of {limit} "
-        "bytes (loopwarden mcp-proxy --max-message-bytes)",
-    }
-    return json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}) + "\n"
 
 
 def _is_pipe(fd: int) -> bool:
@@ -219,7 +87,7 @@ async def stdio_channel(
             yield channel
         return
     writer = _ThreadWriter(write_fd)
-    lines = _ThreadLines(read_fd, _Splitter(max_line), _refuser(writer, max_line))
+    lines = _ThreadLines(read_fd, Splitter(max_line), _refuser(writer, max_line))
     try:
         yield lines, writer
     finally:
@@ -229,9 +97,9 @@ async def stdio_channel(
 
 def _refuser(
     writer: _PipeWriter | _ThreadWriter, limit: int
-) -> Callable[[_TooLong], Awaitable[None]]:
-    async def refuse(line: _TooLong) -> None:
-        answer = _refusal(line, limit)
+) -> Callable[[TooLong], Awaitable[None]]:
+    async def refuse(line: TooLong) -> None:
+        answer = refusal(line, limit)
         if answer is not None:
             # One write call per answer: whole lines never interleave with the SDK's.
             await writer.write(answer)
@@ -256,7 +124,7 @@ async def _pipes(
     writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
     pipe_writer = _PipeWriter(writer)
     try:
-        yield _PipeLines(reader, _Splitter(max_line), _refuser(pipe_writer, max_line)), pipe_writer
+        yield _PipeLines(reader, Splitter(max_line), _refuser(pipe_writer, max_line)), pipe_writer
     finally:
         read_transport.close()
         with anyio.move_on_after(2, shield=True), suppress(Exception):
@@ -275,13 +143,13 @@ class _PipeLines:
     def __init__(
         self,
         reader: asyncio.StreamReader,
-        splitter: _Splitter,
-        refuse: Callable[[_TooLong], Awaitable[None]],
+        splitter: Splitter,
+        refuse: Callable[[TooLong], Awaitable[None]],
     ) -> None:
         self._reader = reader
         self._splitter = splitter
         self._refuse = refuse
-        self._ready: list[bytes | _TooLong] = []  # in reverse order: pop() takes the next
+        self._ready: list[bytes | TooLong] = []  # in reverse order: pop() takes the next
         self._done = False
 
     def __aiter__(self) -> _PipeLines:
@@ -291,7 +159,7 @@ class _PipeLines:
         while True:
             while self._ready:
                 item = self._ready.pop()
-                if isinstance(item, _TooLong):
+                if isinstance(item, TooLong):
                     await self._refuse(item)
                 else:
                     return item.decode("utf-8", "replace")
@@ -325,12 +193,12 @@ class _ThreadLines:
     """
 
     def __init__(
-        self, fd: int, splitter: _Splitter, refuse: Callable[[_TooLong], Awaitable[None]]
+        self, fd: int, splitter: Splitter, refuse: Callable[[TooLong], Awaitable[None]]
     ) -> None:
         self._fd = fd
         self._splitter = splitter
         self._refuse = refuse
-        self._send, self._recv = anyio.create_memory_object_stream[str | _TooLong](16)
+        self._send, self._recv = anyio.create_memory_object_stream[str | TooLong](16)
         self._token = anyio.lowlevel.current_token()
         threading.Thread(target=self._pump, name="lw-mcp-stdin", daemon=True).start()
 
@@ -339,10 +207,10 @@ class _ThreadLines:
         try:
             while chunk := os.read(self._fd, _CHUNK):
                 for item in splitter.feed(chunk):
-                    line = item if isinstance(item, _TooLong) else item.decode("utf-8", "replace")
+                    line = item if isinstance(item, TooLong) else item.decode("utf-8", "replace")
                     anyio.from_thread.run(send.send, line, token=token)
             for item in splitter.finish():
-                line = item if isinstance(item, _TooLong) else item.decode("utf-8", "replace")
+                line = item if isinstance(item, TooLong) else item.decode("utf-8", "replace")
                 anyio.from_thread.run(send.send, line, token=token)
         except Exception:  # the loop is gone or stdin broke: nothing left to feed
             pass
@@ -363,7 +231,7 @@ class _ThreadLines:
                 item = await self._recv.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError):
                 raise StopAsyncIteration from None
-            if not isinstance(item, _TooLong):
+            if not isinstance(item, TooLong):
                 return item
             await self._refuse(item)
 
