@@ -244,6 +244,7 @@ class _Options(NamedTuple):
 def _run(args: _Options, command: list[str], guard: Any) -> int:
     try:
         from ..integrations.mcp import GuardedProxy, Upstream, UpstreamError
+        from ..integrations.mcp._upstream import innermost, reason
     except ImportError as exc:
         raise CommandFailure(str(exc)) from None
 
@@ -267,8 +268,8 @@ def _run(args: _Options, command: list[str], guard: Any) -> int:
         code = EXIT_INTERRUPTED
     except Exception as exc:  # never a traceback into the client's log unless asked
         logging.getLogger("loopwarden").debug("mcp-proxy failed", exc_info=exc)
-        inner = _innermost(exc)
-        message = str(inner) if isinstance(inner, UpstreamError) else _reason(inner)
+        inner = innermost(exc)
+        message = str(inner) if isinstance(inner, UpstreamError) else reason(inner)
         raise CommandFailure(message) from None
     return code
 
@@ -386,23 +387,6 @@ async def _serve(proxy_class: Any, args: _Options, upstreams: list[Any], guard: 
                 await proxy.serve_stdio()
         tg.cancel_scope.cancel()
     return code
-
-
-def _innermost(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (anyio task groups wrap failures)."""
-    while True:
-        inner = getattr(exc, "exceptions", None)
-        if not inner or not isinstance(inner[0], BaseException):
-            return exc
-        exc = inner[0]
-
-
-def _reason(exc: BaseException) -> str:
-    """A one-line cause."""
-    text = str(exc).strip()
-    if isinstance(exc, OSError) and exc.strerror:
-        text = exc.strerror
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def main(argv: list[str]) -> int:

@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 
 from ..._logging import logger
 from ...errors import LoopAbort
 from ...guard import LoopGuard, RunGuard
+from .._base import append_note
 from ._runs import RunTable, session_key
 
 if TYPE_CHECKING:
@@ -161,3 +163,19 @@ class Guarding:
             )
         finally:
             self.runs.leave(session, call_id)
+
+    async def after_rpc_error(
+        self,
+        run: RunGuard | None,
+        session: str,
+        name: str,
+        arguments: Any,
+        call_id: str | None,
+        exc: MCPError,
+    ) -> types.CallToolResult:
+        """Record a JSON-RPC error as the outcome: the stop answer, or the error re-raised
+        with the warning appended to its message."""
+        note, stop = await self.after(run, session, name, arguments, call_id, error=exc.message)
+        if stop is not None:
+            return stop
+        raise MCPError(exc.code, append_note(exc.message, note), exc.data) from None

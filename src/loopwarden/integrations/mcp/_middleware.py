@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 from ..._logging import logger
 from ...config import ConfigSource
 from ...guard import LoopGuard, RunGuard
-from .._base import append_note, resolve_guard
+from .._base import resolve_guard
 from ._guarding import Guarding, args_key, wire_outcome_view
 from ._runs import DEFAULT_RUN_IDLE_SECONDS
 
@@ -100,12 +100,7 @@ class MCPLoopGuardMiddleware:
         try:
             result = await call_next(ctx)
         except MCPError as exc:
-            note, stop = await guarding.after(
-                run, session, name, guard_args, call_id, error=exc.message
-            )
-            if stop is not None:
-                return stop
-            raise MCPError(exc.code, append_note(exc.message, note), exc.data) from None
+            return await guarding.after_rpc_error(run, session, name, guard_args, call_id, exc)
         except BaseException:
             guarding.runs.leave(session, call_id)
             raise

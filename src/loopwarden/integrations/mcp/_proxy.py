@@ -303,12 +303,7 @@ class GuardedProxy:
                 route.name, arguments, progress_callback=_progress_relay(ctx)
             )
         except MCPError as exc:
-            note, stop = await guarding.after(
-                run, session, name, guard_args, call_id, error=exc.message
-            )
-            if stop is not None:
-                return stop
-            raise MCPError(exc.code, append_note(exc.message, note), exc.data) from None
+            return await guarding.after_rpc_error(run, session, name, guard_args, call_id, exc)
         except Exception as exc:
             text = f"upstream {route.link.name} failed to run {route.name}: {reason(exc)}"
             logger.error("loopwarden mcp-proxy: %s", text)
