@@ -85,10 +85,10 @@ async def test_serves_streamable_http_on_loopback_for_an_http_upstream(config_fi
 
 
 @contextlib.asynccontextmanager
-async def served(**proxy_options: object) -> AsyncIterator[str]:
+async def served() -> AsyncIterator[str]:
     """A GuardedProxy over the test upstream, served over HTTP in this process: its URL."""
     async with (
-        GuardedProxy([Upstream(build())], SMALL, **proxy_options) as proxy,  # type: ignore[arg-type]
+        GuardedProxy([Upstream(build())], SMALL) as proxy,
         anyio.create_task_group() as tg,
     ):
         ready: list[str] = []
