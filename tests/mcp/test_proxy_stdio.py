@@ -94,3 +94,15 @@ async def test_stuck_loop_is_warned_then_blocked_then_stopped(config_file):
         # Every further call of this run is refused too, whatever the tool.
         other = await client.call_tool("add_tool", {})
         assert other.is_error and STOPPED in texts(other)[0]
+
+
+async def test_a_message_over_the_bound_is_refused_and_the_next_one_served():
+    """``--max-message-bytes``: the too-long call gets an error, the proxy goes on."""
+    params = proxy_params("--max-message-bytes", "2000", command=LEGACY)
+    async with Client(params) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("poll_status", {"job": "x" * 3000})
+        assert raised.value.code == -32600
+        assert "over the proxy's limit of 2000 bytes" in raised.value.message
+        result = await client.call_tool("poll_status", {"job": "x" * 1000})
+        assert not result.is_error

@@ -23,7 +23,12 @@ from mcp_types import ToolListChangedNotification
 from pydantic import BaseModel
 
 import loopwarden as lw
-from loopwarden.integrations.mcp import GuardedProxy, LoopGuardMiddleware, Upstream, UpstreamError
+from loopwarden.integrations.mcp import (
+    GuardedProxy,
+    MCPLoopGuardMiddleware,
+    Upstream,
+    UpstreamError,
+)
 
 from .conftest import BLOCKED, HERE, SMALL, STOPPED, UPSTREAM_TOOLS, WARNED, free_port, texts
 from .upstream_server import build
@@ -208,7 +213,7 @@ async def test_middleware_guards_an_mcp_server():
 
     events: list[lw.LoopEvent] = []
     guard = lw.LoopGuard(SMALL, on_event=events.append)
-    server.middleware.append(LoopGuardMiddleware(guard, server=server))
+    server.middleware.append(MCPLoopGuardMiddleware(guard, server=server))
     async with Client(server) as client:
         results = await call_n(client, "poll_status", {"job": "5"}, 8)
         assert texts(results[0]) == ["job 5: pending"]
@@ -218,7 +223,7 @@ async def test_middleware_guards_an_mcp_server():
         assert [e.action for e in events] == ["warn", "block", "block", "stop"]
 
     guard = lw.LoopGuard(SMALL)
-    server.middleware[-1] = LoopGuardMiddleware(guard, server=server)
+    server.middleware[-1] = MCPLoopGuardMiddleware(guard, server=server)
     async with Client(server) as client:
         misses = await call_n(client, "nope", {}, 3)
         assert misses[0].is_error and "Unknown tool" in texts(misses[0])[0]
@@ -247,7 +252,7 @@ async def test_middleware_counts_a_call_that_asks_for_input_once():
     def deploy(target: str, answer: Annotated[Confirm, Resolve(ask_to_confirm)]) -> str:
         return f"deployed {target}: {answer.ok}"
 
-    server.middleware.append(LoopGuardMiddleware(SMALL, server=server))
+    server.middleware.append(MCPLoopGuardMiddleware(SMALL, server=server))
     asked: list[str] = []
 
     async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
@@ -260,3 +265,15 @@ async def test_middleware_counts_a_call_that_asks_for_input_once():
     assert [texts(r)[0] for r in results[:4]] == ["deployed prod: True"] * 4
     assert texts(results[2])[1].startswith("WARNING: deploy has been called 2 times")
     assert results[4].is_error and texts(results[4])[0].startswith(BLOCKED)
+
+
+def test_old_middleware_name_is_a_deprecated_alias():
+    """``LoopGuardMiddleware`` (the LangChain name too) still imports, for one release."""
+    import loopwarden.integrations.mcp as mcp_integration
+
+    with pytest.warns(DeprecationWarning, match="use MCPLoopGuardMiddleware"):
+        from loopwarden.integrations.mcp import LoopGuardMiddleware
+    assert LoopGuardMiddleware is MCPLoopGuardMiddleware
+    assert "LoopGuardMiddleware" not in mcp_integration.__all__
+    with pytest.raises(AttributeError):
+        _ = mcp_integration.NoSuchName  # type: ignore[attr-defined]

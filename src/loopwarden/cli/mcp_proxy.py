@@ -94,6 +94,14 @@ class _ProxyCommand(click.Command):
     metavar="SECONDS",
     help="Time allowed for each upstream to start (default: 30).",
 )
+@click.option(
+    "--max-message-bytes",
+    type=int,
+    default=None,
+    metavar="BYTES",
+    help="Longest message accepted from the client; a longer one is refused with an error "
+    "(default: 268435456, 256 MiB, for a stdin line; 4194304, 4 MiB, for an HTTP body).",
+)
 @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option(
     "--host", default="127.0.0.1", metavar="HOST", help="HTTP address (default: 127.0.0.1)."
@@ -137,6 +145,8 @@ def mcp_proxy_command(command: list[str], /, **options: Any) -> int:
         )
     if args.connect_timeout <= 0:
         raise UsageFailure(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
+    if args.max_message_bytes is not None and args.max_message_bytes <= 0:
+        raise UsageFailure(f"--max-message-bytes must be positive, got {args.max_message_bytes}")
     if not 0 <= args.port <= 65535:
         raise UsageFailure(f"--port {args.port} is not a port number")
     metrics_address = _metrics_address(args)
@@ -221,6 +231,7 @@ class _Options(NamedTuple):
     prefix: str
     run_idle: float
     connect_timeout: float
+    max_message_bytes: int | None
     http: bool
     host: str
     port: int
@@ -233,6 +244,7 @@ class _Options(NamedTuple):
 def _run(args: _Options, command: list[str], guard: Any) -> int:
     try:
         from ..integrations.mcp import GuardedProxy, Upstream, UpstreamError
+        from ..integrations.mcp._upstream import innermost, reason
     except ImportError as exc:
         raise CommandFailure(str(exc)) from None
 
@@ -256,8 +268,8 @@ def _run(args: _Options, command: list[str], guard: Any) -> int:
         code = EXIT_INTERRUPTED
     except Exception as exc:  # never a traceback into the client's log unless asked
         logging.getLogger("loopwarden").debug("mcp-proxy failed", exc_info=exc)
-        inner = _innermost(exc)
-        message = str(inner) if isinstance(inner, UpstreamError) else _reason(inner)
+        inner = innermost(exc)
+        message = str(inner) if isinstance(inner, UpstreamError) else reason(inner)
         raise CommandFailure(message) from None
     return code
 
@@ -271,29 +283,52 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-class _NoSdkTracebacks(logging.Filter):
-    """The MCP SDK logs tracebacks for upstream noise (e.g. a print on stdout); keep the line."""
+class _NoRawData(logging.Filter):
+    """Keep tool arguments and results, which MCP messages carry, out of the log.
+
+    pydantic validation errors print the values that failed (an upstream's
+    invalid result, say): such a record keeps its message plus where and how
+    the data is invalid. Below debug level the MCP SDK's tracebacks for
+    upstream noise (e.g. a print on stdout) become one line too.
+    """
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None and not record.name.startswith("loopwarden"):
+        if exc is None:
+            return True
+        if type(exc).__module__.startswith("pydantic"):
+            from ..integrations.mcp._upstream import reason
+
+            self._one_line(record, reason(exc))
+        elif not self.tracebacks and not record.name.startswith("loopwarden"):
             first = (str(exc).strip().splitlines() or [""])[0]
-            record.msg = f"{record.getMessage()} ({type(exc).__name__}: {first})"
-            record.args = None
-            record.exc_info = None
-            record.exc_text = None
+            self._one_line(record, f"{type(exc).__name__}: {first}")
         return True
+
+    @staticmethod
+    def _one_line(record: logging.LogRecord, cause: str) -> None:
+        record.msg = f"{record.getMessage()} ({cause})"
+        record.args = None
+        record.exc_info = None
+        record.exc_text = None
 
 
 def _setup_logging(level: str) -> None:
-    """Everything to stderr: in stdio mode stdout carries the MCP messages."""
+    """Everything to stderr: in stdio mode stdout carries the MCP messages.
+
+    At debug level only loopwarden's own debug messages are shown: the MCP
+    SDK's print whole messages (arguments and results) at debug.
+    """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    if level != "debug":
-        handler.addFilter(_NoSdkTracebacks())
+    handler.addFilter(_NoRawData(tracebacks=level == "debug"))
     root = logging.getLogger()
     root.addHandler(handler)
-    root.setLevel(logging.WARNING if level != "debug" else logging.DEBUG)
+    root.setLevel(logging.WARNING if level != "debug" else logging.INFO)
     logging.getLogger("loopwarden").setLevel(level.upper())
 
 
@@ -310,6 +345,7 @@ async def _serve(proxy_class: Any, args: _Options, upstreams: list[Any], guard: 
         run_idle_seconds=args.run_idle or None,
         prefix_tools=prefix,
         connect_timeout=args.connect_timeout,
+        max_message_bytes=args.max_message_bytes,
     )
     log = logging.getLogger("loopwarden")
     stop = anyio.Event()
@@ -351,23 +387,6 @@ async def _serve(proxy_class: Any, args: _Options, upstreams: list[Any], guard: 
                 await proxy.serve_stdio()
         tg.cancel_scope.cancel()
     return code
-
-
-def _innermost(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (anyio task groups wrap failures)."""
-    while True:
-        inner = getattr(exc, "exceptions", None)
-        if not inner or not isinstance(inner[0], BaseException):
-            return exc
-        exc = inner[0]
-
-
-def _reason(exc: BaseException) -> str:
-    """A one-line cause."""
-    text = str(exc).strip()
-    if isinstance(exc, OSError) and exc.strerror:
-        text = exc.strerror
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""Session and run bookkeeping for the MCP proxy and middleware (no MCP imports).
+"""Run keying for the MCP proxy and middleware: sessions and their runs (no MCP imports).
 
 MCP has no notion of an agent run. A downstream connection is a session; a
 session's tool calls belong to one run until the session has been idle for
@@ -15,17 +15,45 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from ..guard import LoopGuard, RunGuard
+from ..._logging import logger
+from ...guard import LoopGuard, RunGuard
 
-__all__ = ["DEFAULT_RUN_IDLE_SECONDS", "RunTable"]
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
 
-from .._logging import logger
+__all__ = ["DEFAULT_RUN_IDLE_SECONDS", "RunTable", "session_key"]
 
 DEFAULT_RUN_IDLE_SECONDS = 300.0
 """A session's next call after this many idle seconds starts a new run."""
 
 _MAX_INFLIGHT = 1024
+_MAX_KEY = 128  # characters of a header or client name kept in a session key
+
+
+def session_key(ctx: ServerRequestContext[Any, Any], default: str) -> str:
+    """Which downstream session a request belongs to.
+
+    stdio and in-process: the one client of this server (``default``).
+    Streamable HTTP: the ``Mcp-Session-Id`` of a stateful (handshake-era)
+    session, so two clients never share a run whatever name they report.
+    Requests without a session (the stateless 2026-07-28 protocol has none)
+    are grouped by an ``X-Loopwarden-Session`` header, else by the client's
+    name: nothing else tells two such clients apart.
+    """
+    headers = getattr(ctx.request, "headers", None)
+    if headers is None:
+        return default
+    sid = headers.get("mcp-session-id")
+    if sid:
+        return f"http:{sid[:_MAX_KEY]}"
+    explicit = headers.get("x-loopwarden-session")
+    if explicit:
+        return f"http-client:{explicit[:_MAX_KEY]}"
+    params = ctx.session.client_params
+    name = params.client_info.name if params is not None else "anonymous"
+    return f"http-client:{name[:_MAX_KEY]}"
 
 
 @dataclass
