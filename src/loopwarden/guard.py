@@ -36,7 +36,7 @@ from .engine.history import normalize_run_id
 from .engine.runtime import ALLOW, QUIET, Decision, after, before, block_result, compacted
 from .engine.state import RunState
 from .events import EventSink
-from .hashing import MISSING, Outcome
+from .hashing import MISSING, Outcome, ToolOutcome
 from .profiles import ProfileRegistry
 from .runrecord import RUN_END, JsonlRunRecord
 from .stores import InProcess, MemoryStore, Store, store_from_url
@@ -259,7 +259,7 @@ class RunGuard(RunBase):
             return None
         if step is QUIET and self._record is None:
             return None
-        return self._recorded(step, done, error if done[4].is_error else result, now)
+        return self._recorded(step, done, _raw(result, error, done[4].is_error), now)
 
     async def aafter_call(
         self,
@@ -280,7 +280,7 @@ class RunGuard(RunBase):
         except Exception as exc:
             self._failed("after_call", exc)
             return None
-        return self._recorded(step, done, error if done[4].is_error else result, now)
+        return self._recorded(step, done, _raw(result, error, done[4].is_error), now)
 
     def after_call_hashed(
         self,
@@ -342,6 +342,13 @@ def _traced_run() -> type[RunGuard]:
         """A run guard that reports each call to its guard's Telemetry."""
 
     return TracedRun
+
+
+def _raw(result: Any, error: Any, is_error: bool) -> Any:
+    """What the run record keeps of an outcome (when params logging is on)."""
+    if type(result) is ToolOutcome:
+        return result.error if is_error else result.content
+    return error if is_error else result
 
 
 def _snapshot(st: RunState) -> dict[str, Any]:
