@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,12 @@ from google.adk.runners import InMemoryRunner
 from google.genai import types
 
 import loopwarden as lw
-from loopwarden.integrations.google_adk import WARNING_KEY, LoopGuardPlugin, loop_abort
+from loopwarden.integrations.google_adk import (
+    ADK_LOGGERS,
+    WARNING_KEY,
+    LoopGuardPlugin,
+    loop_abort,
+)
 from tests._snippets import snippet
 from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events, import_error_without
 
@@ -349,6 +355,46 @@ async def test_failing_tool_is_recorded_as_an_error(tmp_path: Path) -> None:
     assert [(x["tool"], x["is_error"]) for x in lines if x["type"] == "outcome"] == [
         ("poll_status", True)
     ]
+
+
+async def test_a_stop_is_not_logged_as_a_crash(caplog: pytest.LogCaptureFixture) -> None:
+    """ADK logs a plugin's exception three times with its traceback at ERROR; for a
+    loopwarden stop those records become one INFO line each, and the stop still ends the run."""
+    caplog.set_level(logging.DEBUG)
+    model = Scripted(model="scripted", steps=stuck(12))
+    runner = runner_for(
+        LlmAgent(name="poller", model=model, tools=[poller([])]), LoopGuardPlugin(SMALL)
+    )
+    with pytest.raises(RuntimeError) as caught:
+        await ask(runner, "hi")
+    assert isinstance(loop_abort(caught.value), lw.CircuitBreakerTripped)
+    adk = [r for r in caplog.records if r.name in ADK_LOGGERS]
+    crash = ("Error in plugin 'loopwarden'", "Node execution failed", "Root node poller failed")
+    reports = [r for r in adk if r.getMessage().startswith(crash)]
+    assert sorted(r.name for r in reports) == sorted(ADK_LOGGERS)  # one each, ADK's own words
+    assert all(r.levelno == logging.INFO for r in reports)
+    assert not any(r.levelno >= logging.WARNING for r in adk)
+    assert not any(r.exc_info for r in caplog.records)
+    stops = [
+        r for r in caplog.records if r.name == "loopwarden" and "loopwarden stop" in r.getMessage()
+    ]
+    assert len(stops) == 1 and stops[0].levelno == logging.ERROR
+
+
+async def test_other_plugin_errors_keep_their_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
+    """The filter leaves every other exception's records as ADK wrote them."""
+
+    class Broken(LoopGuardPlugin):
+        async def before_tool_callback(self, **kwargs: Any) -> Any:
+            raise ValueError("plugin bug")
+
+    caplog.set_level(logging.DEBUG)
+    model = Scripted(model="scripted", steps=stuck(2))
+    runner = runner_for(LlmAgent(name="poller", model=model, tools=[poller([])]), Broken(SMALL))
+    with pytest.raises(RuntimeError, match="plugin bug"):
+        await ask(runner, "hi")
+    errors = [r for r in caplog.records if r.name in ADK_LOGGERS and r.levelno == logging.ERROR]
+    assert errors and all(r.exc_info for r in errors)
 
 
 def test_missing_extra_names_the_extra() -> None:

@@ -682,6 +682,128 @@ def test_command_results_get_the_note(counter: Counter) -> None:
     assert len(counter.runs) == 4
 
 
+class StrictChatModel(ScriptedChatModel):
+    """Rejects a history with an unanswered tool call, as chat providers do (OpenAI: 400)."""
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        for i, message in enumerate(messages):
+            if isinstance(message, AIMessage) and message.tool_calls:
+                answers = set()
+                for later in messages[i + 1 :]:
+                    if not isinstance(later, ToolMessage):
+                        break
+                    answers.add(later.tool_call_id)
+                missing = [c["id"] for c in message.tool_calls if c["id"] not in answers]
+                if missing:
+                    raise ValueError(f"tool calls without answers: {missing}")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def _stuck_until_asked_again(messages: list[BaseMessage]) -> AIMessage:
+    """Two calls per turn (one of them repeated), until a user message says 'start over'."""
+    last = messages[-1]
+    if isinstance(last, HumanMessage) and "start over" in last.text:
+        return AIMessage("starting over")
+    n = len(tool_messages(messages))
+    return AIMessage(
+        "",
+        tool_calls=[
+            {"name": "poll_status", "args": {"job": "42"}, "id": f"p{n}"},
+            {"name": "read_log", "args": {"offset": n}, "id": f"r{n}"},
+        ],
+    )
+
+
+def _saver(kind: str, tmp_path: Path) -> Any:
+    if kind == "memory":
+        return InMemorySaver()
+    sqlite_saver = pytest.importorskip("langgraph.checkpoint.sqlite")
+    import sqlite3
+
+    return sqlite_saver.SqliteSaver(
+        sqlite3.connect(tmp_path / "checkpoints.db", check_same_thread=False)
+    )
+
+
+@pytest.mark.parametrize(
+    ("saver", "mode"), [("memory", "sync"), ("memory", "async"), ("sqlite", "sync")]
+)
+def test_a_stopped_checkpointed_thread_continues(
+    saver: str, mode: str, counter: Counter, poll_status: Any, tmp_path: Path
+) -> None:
+    """After a stop, the next invocation answers the stopped turn's calls, so a provider that
+    rejects unanswered tool calls accepts the thread's history."""
+
+    @tool
+    def read_log(offset: int) -> str:
+        """Read the build log from an offset."""
+        return f"log {offset}"
+
+    checkpointer = _saver(saver, tmp_path)
+    llm = StrictChatModel(script=_stuck_until_asked_again, seen=[])
+    guard = LoopGuardMiddleware(SMALL)
+    agent = create_agent(
+        llm, [poll_status, read_log], middleware=[guard], checkpointer=checkpointer
+    )
+    config = {"configurable": {"thread_id": "ticket-9"}}
+    with pytest.raises(lw.CircuitBreakerTripped) as stop:
+        invoke(agent, mode, config=config)
+
+    out = invoke(agent, mode, user("Please start over."), config)
+
+    assert out["messages"][-1].content == "starting over"
+    history = out["messages"]
+    stopped_turn = max(
+        i for i, m in enumerate(history) if isinstance(m, AIMessage) and m.tool_calls
+    )
+    answers = history[stopped_turn + 1 : stopped_turn + 3]
+    assert [m.tool_call_id for m in answers] == [c["id"] for c in history[stopped_turn].tool_calls]
+    for answer in answers:
+        assert answer.status == "error" and answer.content == stop.value.message
+        assert answer.response_metadata["loopwarden"]["action"] == "stop"
+    assert isinstance(history[stopped_turn + 3], HumanMessage)
+    assert len(guard.guard.store) == 0  # the stopped run was ended by the repair
+    # The thread goes on: a third invocation finds nothing to repair.
+    again = invoke(agent, mode, user("start over once more"), config)
+    assert again["messages"][-1].content == "starting over"
+    assert len(again["messages"]) == len(history) + 2
+
+
+def test_the_documented_manual_repair_works(poll_status: Any) -> None:
+    """Without the middleware, ``update_state(..., as_node="tools")`` answers the calls."""
+    saver = InMemorySaver()
+    config = {"configurable": {"thread_id": "t"}}
+    guarded = create_agent(
+        StrictChatModel(script=_stuck_until_asked_again, seen=[]),
+        [poll_status],
+        middleware=[LoopGuardMiddleware(SMALL)],
+        checkpointer=saver,
+    )
+    with pytest.raises(lw.CircuitBreakerTripped):
+        guarded.invoke(user(), config)
+    plain = create_agent(
+        StrictChatModel(script=_stuck_until_asked_again, seen=[]), [poll_status], checkpointer=saver
+    )
+    pending = plain.get_state(config).values["messages"][-1]
+    plain.update_state(
+        config,
+        {
+            "messages": [
+                ToolMessage("Stopped by loopwarden.", tool_call_id=c["id"], status="error")
+                for c in pending.tool_calls
+            ]
+        },
+        as_node="tools",
+    )
+    assert plain.invoke(user("start over"), config)["messages"][-1].content == "starting over"
+
+
 def test_missing_extra_names_it() -> None:
     """Without the framework, importing the module says which extra to install."""
     assert "pip install 'loopwarden[langchain]'" in import_error_without(

@@ -425,6 +425,41 @@ async def test_handoff_targets_are_protected_with_their_own_config(events: Event
     assert {e.agent_id for e in events.items} == {"worker"}
 
 
+async def test_warnings_are_told_apart_from_rejections(events: Events) -> None:
+    """The SDK's output guardrails can only allow, reject or raise, so a warning appended to
+    an output is recorded as a ``reject_content``; its ``output_info`` says it is loopwarden's
+    warning, with the detector and count, so monitoring can leave it out."""
+    model = ScriptedModel(stuck(6))
+    guard = LoopGuardForAgents(SMALL, on_event=events)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+
+    result = await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+
+    assert events.actions() == ["warn", "block"]
+    rejected = [
+        r.output
+        for r in result.tool_output_guardrail_results
+        if r.output.behavior["type"] == "reject_content"
+    ]
+    assert [r.output_info for r in rejected] == [
+        {"loopwarden": "warn", "detector": "generic_repeat", "count": 3}
+    ]
+    assert rejected[0].behavior["message"].startswith("pending\n\n" + WARNING)
+    blocks = [
+        r.output.output_info
+        for r in result.tool_input_guardrail_results
+        if r.output.behavior["type"] == "reject_content"
+    ]
+    assert blocks == [{"loopwarden": "block", "detector": "generic_repeat", "count": 5}]
+
+
+def test_guard_is_a_deprecated_name_of_the_first_argument() -> None:
+    guard = lw.LoopGuard(SMALL)
+    with pytest.warns(DeprecationWarning, match=r"LoopGuardForAgents\(guard=...\)"):
+        assert LoopGuardForAgents(guard=guard).guard is guard
+    assert LoopGuardForAgents(config_or_guard=guard).guard is guard
+
+
 def test_missing_extra_names_the_extra() -> None:
     """Without the framework, importing the module says which extra to install."""
     assert "pip install 'loopwarden[openai-agents]'" in import_error_without(
