@@ -29,6 +29,7 @@ from loopwarden.integrations.google_adk import (
     loop_abort,
 )
 from tests._snippets import snippet
+from tests.integrations._drivers import _adk_model_class
 from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events
 
 # EventsCompactionConfig warns that it is experimental; pytest turns warnings into errors.
@@ -51,19 +52,9 @@ def reply(step: Any, prompt_tokens: int | None = None) -> LlmResponse:
     return LlmResponse(content=types.Content(role="model", parts=parts), usage_metadata=usage)
 
 
-class Scripted(BaseLlm):
-    """Answers with the next scripted step: text, or a list of ``(tool, args, call id)``."""
-
-    steps: list[Any] = []
-    big_prompt_at: set[int] = set()  # request numbers that report a huge prompt
-    requests: int = 0
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        self.requests += 1
-        step = self.steps.pop(0) if self.steps else "done"
-        yield reply(step, 100_000 if self.requests in self.big_prompt_at else None)
+# Answers with the next scripted step: text, or a list of ``(tool, args, call id)``;
+# ``big_prompt_at`` holds request numbers that report a huge prompt.
+Scripted: Any = _adk_model_class()
 
 
 class Looping(BaseLlm):

@@ -24,10 +24,8 @@ pytest.importorskip("langchain.agents")
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
 from langchain.tools import ToolRuntime
-from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
@@ -35,36 +33,18 @@ from langgraph.types import Command, interrupt
 import loopwarden as lw
 from loopwarden.integrations.langchain import LoopGuardMiddleware
 from tests._snippets import snippet
+from tests.integrations._drivers import _lc_model_class
 from tests.integrations._shared import BLOCKED, SMALL, Counter
 
 Script = Callable[[list[BaseMessage]], AIMessage]
 
 
-class ScriptedChatModel(BaseChatModel):
-    """A chat model whose every reply is computed by ``script`` from the messages it gets."""
-
-    script: Any
-    seen: list[list[BaseMessage]] = []
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.seen.append(list(messages))
-        return ChatResult(generations=[ChatGeneration(message=self.script(messages))])
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
-        return self  # create_agent binds the tools; the script already knows them
+# A chat model whose every reply is computed by ``script`` from the messages it gets,
+# keeping each list of messages in ``seen`` (shared with the scenario drivers).
+ScriptedChatModel: Any = _lc_model_class()
 
 
-def model(script: Script) -> ScriptedChatModel:
+def model(script: Script) -> Any:
     return ScriptedChatModel(script=script, seen=[])
 
 
@@ -625,16 +605,10 @@ def test_command_results_get_the_note(counter: Counter) -> None:
     assert len(counter.runs) == 4
 
 
-class StrictChatModel(ScriptedChatModel):
-    """Rejects a history with an unanswered tool call, as chat providers do (OpenAI: 400)."""
+def strict(script: Script) -> Any:
+    """A model that rejects a history with an unanswered tool call, as providers do (400)."""
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def checked(messages: list[BaseMessage]) -> AIMessage:
         for i, message in enumerate(messages):
             if isinstance(message, AIMessage) and message.tool_calls:
                 answers = set()
@@ -645,7 +619,9 @@ class StrictChatModel(ScriptedChatModel):
                 missing = [c["id"] for c in message.tool_calls if c["id"] not in answers]
                 if missing:
                     raise ValueError(f"tool calls without answers: {missing}")
-        return super()._generate(messages, stop, run_manager, **kwargs)
+        return script(messages)
+
+    return model(checked)
 
 
 def _stuck_until_asked_again(messages: list[BaseMessage]) -> AIMessage:
@@ -689,7 +665,7 @@ def test_a_stopped_checkpointed_thread_continues(
         return f"log {offset}"
 
     checkpointer = _saver(saver, tmp_path)
-    llm = StrictChatModel(script=_stuck_until_asked_again, seen=[])
+    llm = strict(_stuck_until_asked_again)
     guard = LoopGuardMiddleware(SMALL)
     agent = create_agent(
         llm, [poll_status, read_log], middleware=[guard], checkpointer=checkpointer
@@ -723,16 +699,14 @@ def test_the_documented_manual_repair_works(poll_status: Any) -> None:
     saver = InMemorySaver()
     config = {"configurable": {"thread_id": "t"}}
     guarded = create_agent(
-        StrictChatModel(script=_stuck_until_asked_again, seen=[]),
+        strict(_stuck_until_asked_again),
         [poll_status],
         middleware=[LoopGuardMiddleware(SMALL)],
         checkpointer=saver,
     )
     with pytest.raises(lw.CircuitBreakerTripped):
         guarded.invoke(user(), config)
-    plain = create_agent(
-        StrictChatModel(script=_stuck_until_asked_again, seen=[]), [poll_status], checkpointer=saver
-    )
+    plain = create_agent(strict(_stuck_until_asked_again), [poll_status], checkpointer=saver)
     pending = plain.get_state(config).values["messages"][-1]
     plain.update_state(
         config,
