@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import io
 import itertools
-import json
 import threading
 import uuid
 from collections.abc import Callable
@@ -478,73 +477,6 @@ def _four_calls(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage(
         "", tool_calls=[{"name": "poll_status", "args": {"job": "42"}, "id": f"c{done}"}]
     )
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_parallel_calls_are_paired_by_call_id(mode: str, counter: Counter, tmp_path: Path) -> None:
-    """Two calls per turn run concurrently; each outcome is recorded against its own call."""
-
-    @tool
-    def poll_status(job: str) -> str:
-        """Check whether a job has finished."""
-        counter.hit("poll")
-        return "pending"
-
-    @tool
-    def read_log(offset: int) -> str:
-        """Read the build log from an offset."""
-        counter.hit("read")
-        return f"log from {offset}: compiling"
-
-    offsets = itertools.count(0, 100)
-    ids = itertools.count(1)
-
-    def script(messages: list[BaseMessage]) -> AIMessage:
-        n = next(ids)
-        return AIMessage(
-            "",
-            tool_calls=[
-                {"name": "poll_status", "args": {"job": "42"}, "id": f"p{n}"},
-                {"name": "read_log", "args": {"offset": next(offsets)}, "id": f"r{n}"},
-            ],
-        )
-
-    # warningThreshold 4: with 3, any two interleaved calls already count as a ping-pong.
-    config = {
-        "tools": {
-            "loopDetection": {
-                "enabled": True,
-                "warningThreshold": 4,
-                "criticalThreshold": 6,
-                "globalCircuitBreakerThreshold": 8,
-            }
-        }
-    }
-    record = tmp_path / "run.jsonl"
-    llm = model(script)
-    agent = create_agent(
-        llm, [poll_status, read_log], middleware=[LoopGuardMiddleware(config, run_record=record)]
-    )
-    with pytest.raises(lw.CircuitBreakerTripped) as stop:
-        invoke(agent, mode)
-    assert (stop.value.tool_name, stop.value.count) == ("poll_status", 8)
-    by_id = {m.tool_call_id: m for m in tool_messages(llm.seen[-1])}
-    assert all(by_id[f"r{n}"].status == "success" for n in range(1, 9))
-    assert [by_id[f"p{n}"].status for n in range(1, 9)] == ["success"] * 6 + ["error"] * 2
-    assert [n for n in range(1, 9) if "WARNING" in str(by_id[f"p{n}"].content)] == [5]
-    assert not any("WARNING" in str(by_id[f"r{n}"].content) for n in range(1, 9))
-    assert counter.runs.count("poll") == 6
-
-    lines = [json.loads(line) for line in record.read_text().splitlines()]
-    outcomes = {o["call_id"]: o for o in lines if o["type"] == "outcome"}
-    pending = lw.hash_outcome("poll_status", {"job": "42"}, result="pending").hash
-    for n in range(1, 7):
-        assert outcomes[f"p{n}"]["outcome_hash"] == pending
-        offset = (n - 1) * 100
-        expected = lw.hash_outcome(
-            "read_log", {"offset": offset}, result=f"log from {offset}: compiling"
-        ).hash
-        assert outcomes[f"r{n}"]["outcome_hash"] == expected
 
 
 def test_tool_errors_are_outcomes_and_propagate(counter: Counter) -> None:

@@ -10,11 +10,9 @@ import asyncio
 import contextlib
 import io
 import itertools
-import json
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -432,70 +430,6 @@ class TestRunsAndConversations:
         )
         agent.run_sync("go")
         assert [(e.action, e.count) for e in events] == [("warn", 2)]
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_parallel_calls_are_paired_by_call_id(mode: str, counter: Counter, tmp_path: Path) -> None:
-    """Two calls per response run concurrently; each outcome is recorded against its own call."""
-    offsets = itertools.count(0, 100)
-    ids = itertools.count(1)
-
-    def script(messages: list[ModelMessage]) -> ModelResponse:
-        n = next(ids)
-        return ModelResponse(
-            parts=[
-                ToolCallPart("poll_status", {"job": "42"}, tool_call_id=f"p{n}"),
-                ToolCallPart("read_log", {"offset": next(offsets)}, tool_call_id=f"r{n}"),
-            ]
-        )
-
-    # warningThreshold 4: with 3, any two interleaved calls already count as a ping-pong.
-    config = {
-        "tools": {
-            "loopDetection": {
-                "enabled": True,
-                "warningThreshold": 4,
-                "criticalThreshold": 6,
-                "globalCircuitBreakerThreshold": 8,
-            }
-        }
-    }
-    record = tmp_path / "run.jsonl"
-    llm = ScriptedModel(script)
-    agent = make_agent(llm, counter, LoopGuardCapability(config, run_record=record))
-
-    @agent.tool_plain
-    async def read_log(offset: int) -> str:
-        """Read the build log from an offset."""
-        await asyncio.sleep(0.001)
-        counter.hit("read")
-        return f"log from {offset}: compiling"
-
-    with pytest.raises(lw.CircuitBreakerTripped) as stop:
-        run(agent, mode)
-    assert (stop.value.tool_name, stop.value.count) == ("poll_status", 8)
-    by_id = {
-        p.tool_call_id: p
-        for m in llm.seen[-1]
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, ToolReturnPart)
-    }
-    assert all(by_id[f"r{n}"].outcome == "success" for n in range(1, 9))
-    assert [by_id[f"p{n}"].outcome for n in range(1, 9)] == ["success"] * 6 + ["failed"] * 2
-    assert [n for n in range(1, 9) if "WARNING" in str(by_id[f"p{n}"].content)] == [5]
-    assert counter.runs.count("42") == 6
-
-    lines = [json.loads(line) for line in record.read_text().splitlines()]
-    outcomes = {o["call_id"]: o for o in lines if o["type"] == "outcome"}
-    pending = lw.hash_outcome("poll_status", {"job": "42"}, result="pending").hash
-    for n in range(1, 7):
-        assert outcomes[f"p{n}"]["outcome_hash"] == pending
-        offset = (n - 1) * 100
-        expected = lw.hash_outcome(
-            "read_log", {"offset": offset}, result=f"log from {offset}: compiling"
-        ).hash
-        assert outcomes[f"r{n}"]["outcome_hash"] == expected
 
 
 def test_non_string_results_get_the_note_next_to_them(counter: Counter) -> None:

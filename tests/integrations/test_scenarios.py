@@ -173,34 +173,6 @@ def test_concurrent_runs_do_not_share_counts(driver: Driver, events: Events) -> 
 
 
 @all_frameworks
-def test_parallel_calls_are_paired_by_call_id(driver: Driver, tmp_path: Path) -> None:
-    """Four calls per turn run together; each outcome is recorded against its own call."""
-    ran: list[str] = []
-    record = tmp_path / "run.jsonl"
-    adapter = driver.adapter(SMALL, run_record=record, log_params=True)
-    tool = poll_tool(ran, lambda job, n: f"job {job}: pending")
-
-    def script(turn: int) -> list[Call] | None:
-        if turn == 2:
-            return None
-        return [("poll_status", {"job": str(j)}, f"call_{turn}{j}") for j in range(4)]
-
-    result = driver.run(adapter, script, [tool])
-    adapter.guard.close()
-
-    assert result.final == "done"
-    lines = [json.loads(line) for line in record.read_text().splitlines()]
-    calls = {line["call_id"]: line["params"] for line in lines if line["type"] == "call"}
-    outcomes = [line for line in lines if line["type"] == "outcome"]
-    assert len(calls) == len(outcomes) == 8
-    for line in outcomes:
-        job = calls[line["call_id"]]["job"]
-        assert f"job {job}: pending" in json.dumps(line["result"])
-        assert result.answers[line["call_id"]] == f"job {job}: pending"
-    assert sorted(ran) == sorted([str(j) for j in range(4)] * 2)
-
-
-@all_frameworks
 def test_internal_failure_fails_open(driver: Driver, tmp_path: Path, lw_logs: Any) -> None:
     """A state store that cannot be used (a corrupt SQLite file) is logged, and every call
     runs as if loopwarden were not there: the stuck agent is neither warned nor stopped."""
@@ -225,3 +197,66 @@ def test_missing_extra_names_the_extra(driver: Driver) -> None:
     """Without the framework, importing the integration says which extra to install."""
     message = import_error_without(driver.module, *driver.hidden)
     assert f"pip install 'loopwarden[{driver.extra}]'" in message
+
+
+@all_frameworks
+def test_parallel_calls_are_paired_by_call_id(driver: Driver, tmp_path: Path) -> None:
+    """Two calls per turn run together, one repeated and one progressing: each decision and
+    each recorded outcome belongs to its own call."""
+    ran: list[str] = []
+
+    async def read_log(offset: int) -> str:
+        """Read the build log from an offset."""
+        await asyncio.sleep(0)
+        ran.append("read")
+        return f"log from {offset}: compiling"
+
+    def script(turn: int) -> list[Call] | None:
+        n = turn + 1
+        return [
+            ("poll_status", {"job": "42"}, f"p{n}"),
+            ("read_log", {"offset": turn * 100}, f"r{n}"),
+        ]
+
+    # warningThreshold 4: with 3, any two interleaved calls already count as a ping-pong.
+    config = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "warningThreshold": 4,
+                "criticalThreshold": 6,
+                "globalCircuitBreakerThreshold": 8,
+            }
+        }
+    }
+    record = tmp_path / "run.jsonl"
+    adapter = driver.adapter(config, run_record=record, log_params=True)
+
+    result = driver.run(adapter, script, [poll_tool(ran), read_log])
+    adapter.guard.close()
+
+    stop = result.stop
+    assert isinstance(stop, lw.CircuitBreakerTripped)
+    assert (stop.tool_name, stop.count) == ("poll_status", 8)
+    got = result.answers
+    assert [got[f"r{n}"] for n in range(1, 9)] == [
+        f"log from {n * 100}: compiling" for n in range(8)
+    ]
+    assert [n for n in range(1, 9) if WARNING in got[f"p{n}"]] == [5]
+    assert [n for n in range(1, 9) if got[f"p{n}"].startswith(BLOCKED)] == [7, 8]
+    assert ran.count("42") == 6
+
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    calls = {line["call_id"]: line for line in lines if line["type"] == "call"}
+    outcomes = [line for line in lines if line["type"] == "outcome"]
+    assert sorted(o["call_id"] for o in outcomes) == sorted(
+        [f"p{n}" for n in range(1, 7)] + [f"r{n}" for n in range(1, 9)]
+    )
+    for line in outcomes:
+        call = calls[line["call_id"]]
+        expected = (
+            "pending" if call["tool"] == "poll_status" else f"log from {call['params']['offset']}"
+        )
+        assert expected in json.dumps(line["result"])
+        recorded = lw.hash_outcome(call["tool"], call["params"], result=line["result"])
+        assert line["outcome_hash"] == recorded.hash
