@@ -137,34 +137,6 @@ class TestStuckAgent:
             ("stop", "global_circuit_breaker", 7),
         ]
 
-    def test_defaults_with_detection_enabled(
-        self, mode: str, counter: Counter, poll_status: Any
-    ) -> None:
-        """Default thresholds: warning at the 11th call, blocks from the 21st, stop at the 31st."""
-        llm = model(forever(("poll_status", {"job": "42"})))
-        agent = create_agent(
-            llm,
-            [poll_status],
-            middleware=[LoopGuardMiddleware({"tools": {"loopDetection": {"enabled": True}}})],
-        )
-        with pytest.raises(lw.CircuitBreakerTripped) as stop:
-            invoke(agent, mode)
-        assert stop.value.count == 30
-        assert len(counter.runs) == 20
-        answers = [tool_messages(seen)[-1] for seen in llm.seen[1:]]
-        warned = [i + 1 for i, m in enumerate(answers) if "WARNING" in str(m.content)]
-        assert warned == [11]  # at count 20 the call is blocked instead
-        assert [i + 1 for i, m in enumerate(answers) if m.status == "error"] == list(range(21, 31))
-        # The texts quoted in docs/integrations-langchain.md.
-        assert answers[10].content.startswith(
-            "pending\n\nWARNING: poll_status has been called 10 times in this run with "
-            "identical arguments."
-        )
-        assert answers[20].content.startswith(
-            "CRITICAL: loopwarden blocked this call: poll_status was called 20 times in a row "
-            "with identical arguments"
-        )
-
 
 @pytest.mark.parametrize("mode", MODES)
 class TestProgressingAgent:

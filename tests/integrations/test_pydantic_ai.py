@@ -180,30 +180,6 @@ class TestStuckAgent:
             ("stop", "global_circuit_breaker", 7),
         ]
 
-    def test_defaults_with_detection_enabled(self, mode: str, counter: Counter) -> None:
-        """Default thresholds: warning at the 11th call, blocks from the 21st, stop at the 31st."""
-        llm = ScriptedModel(forever(("poll_status", {"job": "42"})))
-        capability = LoopGuardCapability({"tools": {"loopDetection": {"enabled": True}}})
-        agent = make_agent(llm, counter, capability)
-        with pytest.raises(lw.CircuitBreakerTripped) as stop:
-            run(agent, mode)
-        assert stop.value.count == 30
-        assert len(counter.runs) == 20
-        answers = [returns(parts)[0] for parts in llm.answers()]
-        assert [i + 1 for i, a in enumerate(answers) if "WARNING" in str(a.content)] == [11]
-        assert [i + 1 for i, a in enumerate(answers) if a.outcome == "failed"] == list(
-            range(21, 31)
-        )
-        # The texts quoted in docs/integrations-pydantic-ai.md.
-        assert answers[10].content.startswith(
-            "pending\n\nWARNING: poll_status has been called 10 times in this run with "
-            "identical arguments."
-        )
-        assert answers[20].content.startswith(
-            "CRITICAL: loopwarden blocked this call: poll_status was called 20 times in a row "
-            "with identical arguments"
-        )
-
 
 @pytest.mark.parametrize("mode", MODES)
 class TestProgressingAgent:

@@ -86,6 +86,32 @@ def test_stuck_agent_is_warned_then_blocked_then_stopped(driver: Driver, events:
 
 
 @all_frameworks
+def test_stuck_agent_with_the_default_thresholds(driver: Driver) -> None:
+    """README and the integration pages: warned at the 11th identical call (only then: the
+    21st is blocked already), blocked from the 21st to the 30th, stopped at the 31st."""
+    ran: list[str] = []
+    adapter = driver.adapter(DEFAULTS)
+
+    result = driver.run(adapter, repeat("poll_status", {"job": "42"}), [poll_tool(ran)])
+
+    assert isinstance(result.stop, lw.CircuitBreakerTripped) and result.stop.count == 30
+    assert len(ran) == 20
+    got = [result.answers[f"c{n}"] for n in range(30)]
+    assert [n + 1 for n, text in enumerate(got) if WARNING in text] == [11]
+    assert [n + 1 for n, text in enumerate(got) if text.startswith(BLOCKED)] == list(range(21, 31))
+    # The texts the docs quote.
+    assert got[10].startswith(
+        "pending\n\nWARNING: poll_status has been called 10 times in this run with "
+        "identical arguments."
+    )
+    assert got[20].startswith(
+        "CRITICAL: loopwarden blocked this call: poll_status was called 20 times in a row "
+        "with identical arguments"
+    )
+    assert result.model_calls == 31
+
+
+@all_frameworks
 def test_progress_is_never_blocked(driver: Driver, events: Events) -> None:
     """Same arguments with a changing result: warned at calls 11, 21 and 31 (README), never
     blocked or stopped, and the agent finishes."""
