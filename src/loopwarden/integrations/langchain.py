@@ -217,10 +217,12 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             agent_id = (config.get("metadata") or {}).get("lc_agent_name")
         old = self.guard.run(previous, session_id=session, agent_id=agent_id)
         stopped = old.snapshot()["stopped"]
+        # Either way that run is over: a stopped one's calls are answered now, and an
+        # interrupted one the caller did not resume cannot be resumed any more.
+        old.end()
+        self._runs.forget((previous, session))
         if stopped is None:
             return None
-        old.end()  # its calls are answered now: the stopped run cannot be resumed
-        self._runs.forget((previous, session))
         text = str(stopped["message"])
         answers = [
             ToolMessage(
@@ -431,8 +433,8 @@ def _unanswered(messages: list[Any]) -> tuple[int, list[Any]]:
         if isinstance(message, AIMessage) and message.tool_calls:
             answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage)}
             return index, [c for c in message.tool_calls if c.get("id") not in answered]
-        if isinstance(message, ToolMessage):
-            return index, []  # the newest turn's calls were answered
+        if isinstance(message, (ToolMessage, AIMessage)):
+            return index, []  # the newest turn's calls were answered, or it made none
     return -1, []
 
 
