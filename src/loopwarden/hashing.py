@@ -70,6 +70,7 @@ class ToolOutcome(NamedTuple):
     unknown_tool: str | None = None
     """The name, when the framework answered that no such tool exists (no text matching)."""
 
+
 _NAME = r"[\"']?([a-z0-9_.-]+)[\"']?"
 # SPEC 2.4's two forms first, then the wordings of frameworks and coding agents
 # that the two forms miss or misread ("Unknown tool name: 'x'" would yield "name").
