@@ -377,6 +377,22 @@ async def test_warnings_are_told_apart_from_rejections(events: Events) -> None:
     assert blocks == [{"loopwarden": "block", "detector": "generic_repeat", "count": 5}]
 
 
+async def test_unknown_tools_count_whatever_the_formatter_says(events: Events) -> None:
+    """The SDK tells loopwarden a name is unknown; a formatter's own wording changes nothing."""
+    model = ScriptedModel(stuck(6, tool="no_such_tool", args={}))
+    guard = LoopGuardForAgents(SMALL, on_event=events)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+    config = guard.run_config(
+        tool_error_formatter=lambda args: "Sorry, that is not something I can do.",
+        tracing_disabled=True,
+    )
+    await Runner.run(agent, "hi", run_config=config)
+    seen = outputs(model)
+    assert [seen[f"c{n}"] for n in range(3)] == ["Sorry, that is not something I can do."] * 3
+    assert "there is no tool named 'no_such_tool'" in seen["c3"]
+    assert events.actions() == ["block"] * 3
+
+
 def test_guard_is_a_deprecated_name_of_the_first_argument() -> None:
     guard = lw.LoopGuard(SMALL)
     with pytest.warns(DeprecationWarning, match=r"LoopGuardForAgents\(guard=...\)"):

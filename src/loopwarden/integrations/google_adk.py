@@ -44,6 +44,7 @@ from .._logging import logger
 from ..config import ConfigSource
 from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
+from ..hashing import ToolOutcome
 from ..stores import InProcess
 from ._base import RunRegistry, append_note, learn_tool, require, resolve_guard
 
@@ -346,10 +347,13 @@ class LoopGuardPlugin(BasePlugin):
             return None
         if rg is None:
             return None
+        placeholder = _is_placeholder(tool)
+        # ADK's placeholder tool says the name is unknown: no wording to recognise.
+        outcome = ToolOutcome(error=error, unknown_tool=tool.name if placeholder else None)
         note = await rg.aafter_call(
-            tool.name, tool_args, tool_context.function_call_id, error=error
+            tool.name, tool_args, tool_context.function_call_id, result=outcome
         )
-        if note and _is_placeholder(tool):
+        if note and placeholder:
             # ADK answers an unknown name with an error response unless a
             # callback does; answering it here is the only way to add the note.
             return {"error": append_note(str(error), note)}

@@ -52,7 +52,7 @@ from .._logging import logger
 from ..config import ConfigSource
 from ..errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
 from ..guard import LoopGuard, RunGuard
-from ..hashing import MISSING
+from ..hashing import MISSING, ToolOutcome
 from ..stores import InProcess
 from ._base import RunRegistry, append_note, learn_tool, parse_arguments, require, resolve_guard
 
@@ -478,7 +478,10 @@ class LoopGuardForAgents:
             if decision.blocked:
                 return decision.message
             text = message if message is not None else args.default_message
-            note = await rg.aafter_call(name, None, args.call_id, error=text)
+            # The SDK said the name is unknown: no need to recognise its wording (or the
+            # user's formatter's) in the text.
+            outcome = ToolOutcome(error=text, unknown_tool=name)
+            note = await rg.aafter_call(name, None, args.call_id, result=outcome)
         except LoopAbort as exc:
             run.abort = _for_agents(exc)
             return exc.message
