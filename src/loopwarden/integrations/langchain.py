@@ -38,7 +38,7 @@ import dataclasses
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from .._logging import logger
 from ..config import ConfigSource
@@ -333,8 +333,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         call = request.tool_call
         if answer.blocked:
             return _blocked(call["name"], call.get("id"), answer.decision)
-        result = answer.value
-        assert result is not None
+        result = cast("ToolResult", answer.value)  # not blocked: what the handler returned
         if request.tool is None or answer.note is not None:
             message = _found(result, call.get("id"))
             if request.tool is None:
