@@ -259,7 +259,10 @@ class RunGuard(RunBase):
             return None
         if step is QUIET and self._record is None:
             return None
-        return self._recorded(step, done, _raw(result, error, done[4].is_error), now)
+        failed = done[4].is_error
+        if type(result) is ToolOutcome:  # what the run record keeps (params logging on)
+            return self._recorded(step, done, result.error if failed else result.content, now)
+        return self._recorded(step, done, error if failed else result, now)
 
     async def aafter_call(
         self,
@@ -280,7 +283,10 @@ class RunGuard(RunBase):
         except Exception as exc:
             self._failed("after_call", exc)
             return None
-        return self._recorded(step, done, _raw(result, error, done[4].is_error), now)
+        failed = done[4].is_error
+        if type(result) is ToolOutcome:  # what the run record keeps (params logging on)
+            return self._recorded(step, done, result.error if failed else result.content, now)
+        return self._recorded(step, done, error if failed else result, now)
 
     def after_call_hashed(
         self,
@@ -342,13 +348,6 @@ def _traced_run() -> type[RunGuard]:
         """A run guard that reports each call to its guard's Telemetry."""
 
     return TracedRun
-
-
-def _raw(result: Any, error: Any, is_error: bool) -> Any:
-    """What the run record keeps of an outcome (when params logging is on)."""
-    if type(result) is ToolOutcome:
-        return result.error if is_error else result.content
-    return error if is_error else result
 
 
 def _snapshot(st: RunState) -> dict[str, Any]:
