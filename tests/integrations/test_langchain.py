@@ -598,6 +598,34 @@ def test_a_stopped_checkpointed_thread_continues(
     assert len(again["messages"]) == len(history) + 2
 
 
+def test_calls_left_by_an_interrupt_are_not_answered(poll_status: Any) -> None:
+    """Only a stop's calls get loopwarden's answer: an interrupt the caller abandons for new
+    input leaves the history as it is."""
+
+    @tool
+    def ask_human(question: str) -> str:
+        """Ask the operator."""
+        return str(interrupt(question))
+
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], HumanMessage) and "never mind" in messages[-1].text:
+            return AIMessage("ok")
+        return AIMessage(
+            "", tool_calls=[{"name": "ask_human", "args": {"question": "?"}, "id": "q"}]
+        )
+
+    guard = LoopGuardMiddleware(SMALL)
+    agent = create_agent(
+        model(reply), [poll_status, ask_human], middleware=[guard], checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "hitl-2"}}
+    assert "__interrupt__" in agent.invoke(user(), config)
+    out = agent.invoke(user("never mind"), config)
+    assert out["messages"][-1].content == "ok"
+    assert not any(isinstance(m, ToolMessage) for m in out["messages"])
+    assert len(guard.guard.store) == 0
+
+
 def test_the_documented_manual_repair_works(poll_status: Any) -> None:
     """Without the middleware, ``update_state(..., as_node="tools")`` answers the calls."""
     saver = InMemorySaver()
