@@ -21,6 +21,11 @@ with different arguments every time (so nothing is ever warned or blocked).
 Cases alternate within each round and the best round is kept
 (``bench_engine.measure``).
 
+``--frames`` instead counts the loopwarden frames (Python functions entered in
+the package) and store transactions of one allowed and one blocked tool call
+through ``LoopGuardMiddleware.wrap_tool_call``, on the memory and the SQLite
+store (``bench_engine.count_frames``).
+
 Run: ``python benchmarks/bench_langchain.py`` (a benchmark, not a test).
 """
 
@@ -28,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +54,7 @@ from loopwarden.integrations.langchain import RUN_KEY, LoopGuardMiddleware, Loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _adapter_bench import print_hook_report  # sibling scripts, not a package
-from bench_engine import measure
+from bench_engine import count_frames, measure
 
 CONFIG = {"tools": {"loopDetection": {"enabled": True}}}
 
@@ -176,12 +183,61 @@ def engine_case(captured: Captured) -> float:
     return elapsed
 
 
+def _frames_on(url: str, captured: Captured) -> tuple[tuple[int, int], tuple[int, int]]:
+    small = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "warningThreshold": 3,
+                "criticalThreshold": 5,
+                "globalCircuitBreakerThreshold": 50,
+            }
+        }
+    }
+    middleware = LoopGuardMiddleware(small, store=url)
+    hook = middleware.wrap_tool_call
+    for request, answer in captured[:10]:  # a run in progress, not a fresh one
+        hook(request, lambda _, answer=answer: answer)
+    request, answer = captured[11]
+    ok = count_frames(lambda: hook(request, lambda _: answer))
+    same = captured[10][0]
+    repeats = [
+        same.override(tool_call={**same.tool_call, "id": f"same{n}"})  # type: ignore[typeddict-item]
+        for n in range(7)
+    ]
+    for repeat in repeats[:6]:  # the same call and result until it is blocked
+        hook(repeat, lambda _: answer)
+    blocked: list[Any] = []
+    no = count_frames(lambda: blocked.append(hook(repeats[6], lambda _: answer)))
+    assert isinstance(blocked[0], ToolMessage) and blocked[0].status == "error"
+    middleware.guard.close()
+    return ok, no
+
+
+def frames() -> None:
+    """Frames and store transactions of one allowed and one blocked guarded tool call."""
+    logging.disable(logging.CRITICAL)  # the blocked call logs; that is not what is counted
+    captured = capture(20)
+    print(f"{'store':8} {'allowed call':>22} {'blocked call':>22}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, url in (("memory", "memory://"), ("sqlite", f"sqlite://{tmp}/lw.db")):
+            ok, no = _frames_on(url, captured)
+            row = "{:8} {:>7} frames, {} tx {:>10} frames, {} tx"
+            print(row.format(name, ok[0], ok[1], no[0], no[1]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5, help="tool calls per invocation")
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--hook-calls", type=int, default=300)
+    parser.add_argument(
+        "--frames", action="store_true", help="count loopwarden frames per call instead"
+    )
     args = parser.parse_args()
+    if args.frames:
+        frames()
+        return
 
     calls = list(range(args.calls))  # measure() divides each pass by len(calls)
     e2e = measure(

@@ -36,7 +36,7 @@ from .engine.history import normalize_run_id
 from .engine.runtime import ALLOW, QUIET, Decision, after, before, block_result, compacted
 from .engine.state import RunState
 from .events import EventSink
-from .hashing import MISSING, Outcome
+from .hashing import MISSING, Outcome, ToolOutcome
 from .profiles import ProfileRegistry
 from .runrecord import RUN_END, JsonlRunRecord
 from .stores import InProcess, MemoryStore, Store, store_from_url
@@ -259,7 +259,10 @@ class RunGuard(RunBase):
             return None
         if step is QUIET and self._record is None:
             return None
-        return self._recorded(step, done, error if done[4].is_error else result, now)
+        failed = done[4].is_error
+        if type(result) is ToolOutcome:  # what the run record keeps (params logging on)
+            return self._recorded(step, done, result.error if failed else result.content, now)
+        return self._recorded(step, done, error if failed else result, now)
 
     async def aafter_call(
         self,
@@ -280,7 +283,10 @@ class RunGuard(RunBase):
         except Exception as exc:
             self._failed("after_call", exc)
             return None
-        return self._recorded(step, done, error if done[4].is_error else result, now)
+        failed = done[4].is_error
+        if type(result) is ToolOutcome:  # what the run record keeps (params logging on)
+            return self._recorded(step, done, result.error if failed else result.content, now)
+        return self._recorded(step, done, error if failed else result, now)
 
     def after_call_hashed(
         self,

@@ -16,6 +16,7 @@ from .profiles import DEFAULT_REGISTRY, OutcomeProfile, ProfileRegistry
 __all__ = [
     "MISSING",
     "Outcome",
+    "ToolOutcome",
     "args_hash",
     "digest",
     "extract_unknown_tool_name",
@@ -47,6 +48,28 @@ class Outcome(NamedTuple):
 
 
 _NO_OUTCOME = Outcome(None)
+
+
+class ToolOutcome(NamedTuple):
+    """A call's outcome as an integration reads it from its framework.
+
+    Integrations pass it as ``after_call(result=ToolOutcome(...))`` instead of
+    re-encoding the framework's result into OpenClaw's tool-result dict. Hashes
+    equal those of the same outcome given the other ways: ``content`` alone
+    hashes as ``result=content``, with ``details`` as
+    ``result={"content": content, "details": details}``, and ``error`` as
+    ``error=error``.
+    """
+
+    content: Any = MISSING
+    """What the model reads: text, or a list of content blocks."""
+    details: Mapping[str, Any] | None = None
+    """Structured data that came with it (an artifact), hashed with the content."""
+    error: Any = MISSING
+    """The failure the model reads, when the call failed."""
+    unknown_tool: str | None = None
+    """The name, when the framework answered that no such tool exists (no text matching)."""
+
 
 _NAME = r"[\"']?([a-z0-9_.-]+)[\"']?"
 # SPEC 2.4's two forms first, then the wordings of frameworks and coding agents
@@ -289,6 +312,21 @@ def hash_outcome(
         return Outcome(digest(result if error is MISSING or error is None else error))
 
 
+def _typed(tool: str, params: Any, outcome: ToolOutcome, profiles: ProfileRegistry) -> Outcome:
+    error = outcome.error
+    if error is not MISSING and error is not None:
+        message = _error_message(error)
+        name = outcome.unknown_tool
+        if name is None:
+            return _error_outcome(message)
+        return Outcome("error:" + digest(message), name.strip().lower(), True)
+    if outcome.details is None:
+        return _hash_outcome(tool, params, outcome.content, MISSING, profiles)
+    profile = profiles.profiles.get(tool)
+    content = _ABSENT if outcome.content is MISSING else outcome.content
+    return _shaped(tool, params, content, outcome.details, False, profile, profiles)
+
+
 def _hash_outcome(
     tool: str, params: Any, result: Any, error: Any, profiles: ProfileRegistry
 ) -> Outcome:
@@ -296,6 +334,8 @@ def _hash_outcome(
         return _error_outcome(_error_message(error))
     if result is MISSING:
         return _NO_OUTCOME
+    if type(result) is ToolOutcome:
+        return _typed(tool, params, result, profiles)
     profile = profiles.profiles.get(tool)
     scrub = profile is not None and profile.scrubs
     t = type(result)
@@ -314,6 +354,21 @@ def _hash_outcome(
             raw_details = get("structured_content", _ABSENT)
     if content is _ABSENT and raw_details is _ABSENT:
         return Outcome(digest(_scrub(result, profile) if scrub else result))  # type: ignore[arg-type]
+    is_error = get("isError") is True or get("is_error") is True
+    return _shaped(tool, params, content, raw_details, is_error, profile, profiles)
+
+
+def _shaped(
+    tool: str,
+    params: Any,
+    content: Any,
+    raw_details: Any,
+    is_error: bool,
+    profile: OutcomeProfile | None,
+    profiles: ProfileRegistry,
+) -> Outcome:
+    """The outcome of a result in tool-result shape: content the model reads plus details."""
+    scrub = profile is not None and profile.scrubs
     details: Mapping[str, Any] = (
         raw_details
         if isinstance(raw_details, dict)
@@ -334,7 +389,7 @@ def _hash_outcome(
             text, others = "", [block]
     else:
         text, others = _content_parts(content)
-    if get("isError") is True or get("is_error") is True:
+    if is_error:
         return _error_outcome(text or "error")
     if tool == "exec":
         identity = _exec_identity(details, text)

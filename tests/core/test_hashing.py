@@ -17,7 +17,13 @@ import orjson
 import pytest
 
 from loopwarden._canonical import canonical_bytes, digest
-from loopwarden.hashing import args_hash, extract_unknown_tool_name, hash_outcome, is_known_poll
+from loopwarden.hashing import (
+    ToolOutcome,
+    args_hash,
+    extract_unknown_tool_name,
+    hash_outcome,
+    is_known_poll,
+)
 from loopwarden.profiles import OutcomeProfile, ProfileRegistry
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -604,3 +610,36 @@ class TestKnownPoll:
         assert not is_known_poll("process", "poll")
         assert not is_known_poll("read", {"action": "poll"})
         assert is_known_poll("BashOutput", {})
+
+
+class TestToolOutcome:
+    """The typed outcome integrations pass hashes as the shapes it replaces."""
+
+    def test_content_alone_is_the_plain_result(self) -> None:
+        for content in ("pending", [{"type": "text", "text": "a"}], {"k": 1}, 3):
+            assert hash_outcome("t", {}, result=ToolOutcome(content)) == hash_outcome(
+                "t", {}, result=content
+            )
+
+    def test_content_with_details_is_the_tool_result_shape(self) -> None:
+        for tool, details in (("t", {"rows": 3}), ("exec", {"status": "running", "tail": "x"})):
+            shaped = {"content": "done", "details": details}
+            assert hash_outcome(tool, {}, result=ToolOutcome("done", details)) == hash_outcome(
+                tool, {}, result=shaped
+            )
+
+    def test_error_is_the_error(self) -> None:
+        typed = hash_outcome("t", {}, result=ToolOutcome(error="backend down"))
+        assert typed == hash_outcome("t", {}, error="backend down")
+        assert typed.is_error and typed.unknown_tool_name is None
+
+    def test_unknown_tool_is_said_not_parsed(self) -> None:
+        """A wording no pattern knows still counts as an unknown tool when the adapter says so."""
+        text = "Sorry, nothing answers to that name."
+        assert hash_outcome("t", {}, error=text).unknown_tool_name is None
+        typed = hash_outcome("t", {}, result=ToolOutcome(error=text, unknown_tool="Fetch_Docs"))
+        assert (typed.hash, typed.is_error) == (hash_outcome("t", {}, error=text).hash, True)
+        assert typed.unknown_tool_name == "fetch_docs"
+
+    def test_nothing_to_record(self) -> None:
+        assert hash_outcome("t", {}, result=ToolOutcome()).hash is None

@@ -23,7 +23,10 @@ What the plugin does, all through the runtime guard (:mod:`loopwarden.guard`):
   :class:`~loopwarden.errors.CircuitBreakerTripped` /
   :class:`~loopwarden.errors.CompactionLoopPersisted` from the callback; ADK
   ends the run and re-raises it as ``RuntimeError("Error in plugin ...")``
-  chained to ours, which :func:`loop_abort` digs out.
+  chained to ours, which :func:`loop_abort` digs out. ADK logs that as a
+  crash, three tracebacks at ERROR; the plugin's log filter on those three
+  ADK loggers (:data:`ADK_LOGGERS`) turns such records into one INFO line
+  each, without the traceback (loopwarden has logged the stop itself).
 
 Run identity: an ADK invocation (``invocation_id``) is a loopwarden run, the
 ADK session id is the session id, and each agent of the invocation has its own
@@ -33,6 +36,7 @@ history and per-agent config (agent name = agent id).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -40,8 +44,9 @@ from .._logging import logger
 from ..config import ConfigSource
 from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
+from ..hashing import ToolOutcome
 from ..stores import InProcess
-from ._base import append_note, require, resolve_guard
+from ._base import RunRegistry, append_note, learn_tool, require, resolve_guard
 
 require("google.adk", "google-adk")
 
@@ -53,7 +58,7 @@ from google.adk.plugins.base_plugin import BasePlugin  # noqa: E402
 from google.adk.tools.base_tool import BaseTool  # noqa: E402
 from google.adk.tools.tool_context import ToolContext  # noqa: E402
 
-__all__ = ["WARNING_KEY", "LoopGuardPlugin", "loop_abort"]
+__all__ = ["ADK_LOGGERS", "WARNING_KEY", "LoopGuardPlugin", "loop_abort"]
 
 WARNING_KEY = "loopwarden_warning"
 """The key under which a warning is added to a dict tool result."""
@@ -61,6 +66,40 @@ WARNING_KEY = "loopwarden_warning"
 # Invocations whose after-run callback never came (a caller that stopped
 # iterating, a crash) are dropped beyond this many.
 _MAX_INVOCATIONS = 1024
+
+ADK_LOGGERS = (
+    "google_adk.google.adk.plugins.plugin_manager",
+    "google_adk.google.adk.workflow._node_runner",
+    "google_adk.google.adk.runners",
+)
+"""The ADK loggers that report an exception from a plugin callback as a crash (ADK 2.x)."""
+
+
+class _StopIsNotACrash(logging.Filter):
+    """ADK's records of a loopwarden stop: one INFO line each, without the traceback.
+
+    Other records pass unchanged. The stop itself is logged by loopwarden
+    (``loopwarden stop: ...`` at ERROR) and raised to the caller.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = record.exc_info
+        if info and info[1] is not None and LoopAbort.find(info[1]) is not None:
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno = logging.INFO
+            record.levelname = logging.getLevelName(logging.INFO)
+        return True
+
+
+_STOP_FILTER = _StopIsNotACrash()
+
+
+def _quiet_adk_stops() -> None:
+    for name in ADK_LOGGERS:
+        log = logging.getLogger(name)
+        if _STOP_FILTER not in log.filters:
+            log.addFilter(_STOP_FILTER)
 
 
 def loop_abort(exc: BaseException | None) -> LoopAbort | None:
@@ -88,13 +127,9 @@ class _Invocation:
         self.scanned = 0  # session events already looked at for compaction events
 
 
-def _mark(rg: RunGuard, name: str, registered: bool) -> None:
-    """Keep the guard's registered names in line with what ADK resolved."""
-    tools = rg.tools if rg.tools is not None else frozenset()
-    if registered and name not in tools:
-        rg.set_tools(tools | {name})
-    elif not registered and name in tools:
-        rg.set_tools(tools - {name})
+def _end_guards(inv: _Invocation) -> None:
+    for rg in inv.guards.values():
+        rg.end()
 
 
 def _is_placeholder(tool: BaseTool) -> bool:
@@ -125,47 +160,52 @@ class LoopGuardPlugin(BasePlugin):
     running after-tool callbacks at the first plugin that returns a result.
 
     Args:
-        guard: a :class:`~loopwarden.guard.LoopGuard`, or a config for one (path to
-            a JSON5/JSON file, a mapping in OpenClaw's layout); ``None`` uses defaults.
+        config_or_guard: a :class:`~loopwarden.LoopGuard`, a config file path or
+            mapping (OpenClaw layout), or ``None`` for the defaults. (``guard=``,
+            its old name, still works and warns.)
         name: the plugin name (unique per runner).
         agent_id: the agent id whose per-agent config applies to every agent; by
             default each agent's ``name`` is its agent id.
-        **guard_kwargs: passed to :class:`~loopwarden.guard.LoopGuard` when
-            ``guard`` is not one already (``store=``, ``on_event=``, ``run_record=``...).
+        **guard_kwargs: passed to :class:`~loopwarden.LoopGuard` (``store``,
+            ``on_event``, ``fail_closed``, ``run_record`` ...) when no ready
+            guard is given.
     """
 
     def __init__(
         self,
-        guard: LoopGuard | ConfigSource = None,
+        config_or_guard: LoopGuard | ConfigSource = None,
         *,
         name: str = "loopwarden",
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
         super().__init__(name=name)
-        self.guard = resolve_guard(guard, **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, owner="LoopGuardPlugin", **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
         # An in-process store never waits: on the per-call path the plain methods
         # spare the coroutine layers of their async twins.
         self._inline = isinstance(self.guard.store, InProcess)
-        self._invocations: dict[str, _Invocation] = {}
+        self._invocations: RunRegistry[str, _Invocation] = RunRegistry(
+            _MAX_INVOCATIONS, on_evict=_end_guards
+        )
+        _quiet_adk_stops()
 
     # -- invocation bookkeeping ------------------------------------------------
     def _invocation(self, invocation_id: str, session: Any) -> _Invocation:
         inv = self._invocations.get(invocation_id)
         if inv is None:
-            inv = self._invocations[invocation_id] = _Invocation(
-                invocation_id or uuid.uuid4().hex, getattr(session, "id", None)
+            inv = self._invocations.get_or_create(
+                invocation_id,
+                lambda: _Invocation(
+                    invocation_id or uuid.uuid4().hex, getattr(session, "id", None)
+                ),
             )
-            if len(self._invocations) > _MAX_INVOCATIONS:
-                self._end(next(iter(self._invocations)))
         return inv
 
     def _end(self, invocation_id: str) -> None:
-        inv = self._invocations.pop(invocation_id, None)
+        inv = self._invocations.forget(invocation_id)
         if inv is not None:
-            for rg in inv.guards.values():
-                rg.end()
+            _end_guards(inv)
 
     async def _new_guard(self, inv: _Invocation, agent: str) -> RunGuard:
         rg = inv.guards[agent] = self.guard.run(
@@ -238,7 +278,7 @@ class LoopGuardPlugin(BasePlugin):
             name = tool.name
             registered = not _is_placeholder(tool)
             if registered != (name in (rg.tools or ())):
-                _mark(rg, name, registered)
+                learn_tool(rg, name, registered)
             call_id = tool_context.function_call_id
         except Exception:
             logger.exception("loopwarden could not check a call of %s; allowing it", tool.name)
@@ -307,10 +347,13 @@ class LoopGuardPlugin(BasePlugin):
             return None
         if rg is None:
             return None
+        placeholder = _is_placeholder(tool)
+        # ADK's placeholder tool says the name is unknown: no wording to recognise.
+        outcome = ToolOutcome(error=error, unknown_tool=tool.name if placeholder else None)
         note = await rg.aafter_call(
-            tool.name, tool_args, tool_context.function_call_id, error=error
+            tool.name, tool_args, tool_context.function_call_id, result=outcome
         )
-        if note and _is_placeholder(tool):
+        if note and placeholder:
             # ADK answers an unknown name with an error response unless a
             # callback does; answering it here is the only way to add the note.
             return {"error": append_note(str(error), note)}

@@ -25,6 +25,11 @@ What the middleware does, all through the runtime guard (:mod:`loopwarden.guard`
 * A new ``SummarizationMiddleware`` summary at the head of the history arms
   the post-compaction guard (checked at the next tool call).
 * ``after_agent``: forgets the finished run's state.
+* After a stop, the stopped turn's tool calls have no answers in a
+  checkpointed thread (the ToolNode failed). The next invocation on the
+  thread answers them first, with the stop message as a
+  ``ToolMessage(status="error")`` placed right after the calls, so that the
+  thread continues with a history every provider accepts.
 """
 
 from __future__ import annotations
@@ -33,14 +38,23 @@ import dataclasses
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from .._logging import logger
 from ..config import ConfigSource
-from ..errors import LoopAbort
-from ..guard import Decision, LoopGuard, RunGuard
-from ..hashing import MISSING
-from ._base import append_note, require, resolve_guard
+from ..engine.runtime import Decision
+from ..guard import LoopGuard, RunGuard
+from ..hashing import MISSING, ToolOutcome
+from ._base import (
+    Answer,
+    RunRegistry,
+    aguarded_call,
+    append_note,
+    guarded_call,
+    learn_tool,
+    require,
+    resolve_guard,
+)
 
 require("langchain.agents", "langchain")
 require("langgraph", "langchain")
@@ -52,9 +66,10 @@ from langchain.agents.middleware import (  # noqa: E402 - after the extra check 
     AgentState,
 )
 from langchain.agents.middleware.types import PrivateStateAttr  # noqa: E402
-from langchain_core.messages import ToolMessage  # noqa: E402
+from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage  # noqa: E402
 from langgraph.config import get_config  # noqa: E402
 from langgraph.errors import GraphBubbleUp  # noqa: E402
+from langgraph.graph.message import REMOVE_ALL_MESSAGES  # noqa: E402
 from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
 from langgraph.types import Command  # noqa: E402
@@ -65,7 +80,8 @@ RUN_KEY = "loopwarden_run_id"
 SUMMARY_KEY = "loopwarden_summary_id"
 # SummarizationMiddleware marks the summary message it puts at the head of the history.
 _SUMMARY_SOURCE = "summarization"
-_MAX_RUNS = 1024
+# LangChain's own answer to a call of a tool the ToolNode does not have.
+_NOT_A_TOOL = "is not a valid tool"
 
 ToolResult = ToolMessage | Command[Any]
 
@@ -107,7 +123,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         super().__init__()
         self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id
-        self._runs: dict[tuple[str, str | None], _Run] = {}
+        self._runs: RunRegistry[tuple[str, str | None], _Run] = RunRegistry()
         self._lock = threading.Lock()
         # Names the ToolNode does not have but some inner middleware answered.
         self._answered: set[str] = set()
@@ -123,7 +139,10 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         state = request.state
         runtime = request.runtime
         config = runtime.config
-        run_id = _state_get(state, RUN_KEY)
+        if type(state) is dict:  # what create_agent passes: no helper call per tool call
+            run_id, messages = state.get(RUN_KEY), state.get("messages")
+        else:
+            run_id, messages = _state_get(state, RUN_KEY), _state_get(state, "messages")
         thread = (config.get("configurable") or {}).get("thread_id")
         session = None if thread is None else str(thread)
         if not run_id:
@@ -135,24 +154,21 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             agent_id = self.agent_id
             if agent_id is None:
                 agent_id = (config.get("metadata") or {}).get("lc_agent_name")
-            with self._lock:
-                entry = self._runs.get(key)
-                if entry is None:
-                    # The ToolNode's tools, and tools other middleware answered: a
-                    # name outside them is an unknown tool.
-                    tools = getattr(runtime, "tools", None)
-                    run = self.guard.run(
-                        run_id,
-                        session_id=session,
-                        agent_id=agent_id,
-                        tools=None
-                        if tools is None
-                        else [*(tool.name for tool in tools), *self._answered],
-                    )
-                    entry = self._runs[key] = _Run(run, _state_get(state, SUMMARY_KEY))
-                    if len(self._runs) > _MAX_RUNS:  # runs that ended by an exception
-                        del self._runs[next(iter(self._runs))]
-        summary = _summary_id(state)
+
+            def create() -> _Run:
+                # The ToolNode's tools, and tools other middleware answered: a name
+                # outside them is an unknown tool.
+                tools = getattr(runtime, "tools", None)
+                run = self.guard.run(
+                    run_id,
+                    session_id=session,
+                    agent_id=agent_id,
+                    tools=None if tools is None else [*(t.name for t in tools), *self._answered],
+                )
+                return _Run(run, _state_get(state, SUMMARY_KEY))
+
+            entry = self._runs.get_or_create(key, create)
+        summary = _summary_of(messages)
         if summary is not None and summary != entry.summary:
             with self._lock:  # parallel calls of one turn: arm once, before any of them runs
                 if summary != entry.summary:
@@ -169,10 +185,69 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             summary = _summary_id(state)
             if summary != _state_get(state, SUMMARY_KEY):
                 update[SUMMARY_KEY] = summary
+            repaired = self._answer_stopped_calls(state, runtime)
+            if repaired is not None:
+                update["messages"] = repaired
             return update
         except Exception:
             logger.exception("loopwarden could not start a LangChain run; guarding without it")
             return None
+
+    def _answer_stopped_calls(self, state: Any, runtime: Runtime[Any]) -> list[Any] | None:
+        """The history rewritten so that a stopped turn's unanswered calls have answers.
+
+        ``None`` (most invocations) when the latest tool-calling turn is fully
+        answered, or when its calls were left unanswered by something other
+        than a loopwarden stop (an interrupt the caller chose not to resume).
+        """
+        messages = _state_get(state, "messages")
+        if not messages:
+            return None
+        at, missing = _unanswered(messages)
+        if not missing:
+            return None
+        previous = _state_get(state, RUN_KEY)
+        if not previous:
+            return None
+        config = runtime.config if hasattr(runtime, "config") else get_config()
+        thread = (config.get("configurable") or {}).get("thread_id")
+        session = None if thread is None else str(thread)
+        agent_id = self.agent_id
+        if agent_id is None:
+            agent_id = (config.get("metadata") or {}).get("lc_agent_name")
+        old = self.guard.run(previous, session_id=session, agent_id=agent_id)
+        stopped = old.snapshot()["stopped"]
+        # Either way that run is over: a stopped one's calls are answered now, and an
+        # interrupted one the caller did not resume cannot be resumed any more.
+        old.end()
+        self._runs.forget((previous, session))
+        if stopped is None:
+            return None
+        text = str(stopped["message"])
+        answers = [
+            ToolMessage(
+                content=text,
+                name=call["name"],
+                tool_call_id=call["id"] or "",
+                status="error",
+                response_metadata={
+                    "loopwarden": {
+                        "action": "stop",
+                        "detector": stopped["detector"],
+                        "count": stopped["count"],
+                    }
+                },
+            )
+            for call in missing
+        ]
+        # add_messages keeps positions: the answers must follow the calls, so the
+        # history is written again (once, on the first invocation after a stop).
+        return [
+            RemoveMessage(id=REMOVE_ALL_MESSAGES),
+            *messages[: at + 1],
+            *answers,
+            *messages[at + 1 :],
+        ]
 
     def _finish(self, state: LoopGuardState) -> None:
         try:
@@ -182,7 +257,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             config = get_config()
             thread = (config.get("configurable") or {}).get("thread_id")
             session = None if thread is None else str(thread)
-            entry = self._runs.pop((run_id, session), None)
+            entry = self._runs.forget((run_id, session))
             if entry is not None:
                 run = entry.run
             else:  # its calls ran in another process (a shared store) or there were none
@@ -219,75 +294,63 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolResult],
     ) -> ToolResult:
-        call = request.tool_call
         try:
             run = self._tool_run(request)
-        except LoopAbort:
-            raise
         except Exception:
             logger.exception("loopwarden could not guard a LangChain tool call; running it")
             return handler(request)
-        name, args, call_id = call["name"], call["args"], call.get("id")
-        decision = run.before_call(name, args, call_id)
-        if decision.action == "block":
-            run.after_call(name, args, call_id, result=decision.as_result())
-            return _blocked(name, call_id, decision)
-        try:
-            result = handler(request)
-        except GraphBubbleUp:
-            raise  # an interrupt, not an outcome: the call runs again on resume
-        except Exception as exc:
-            if not isinstance(exc, LoopAbort):
-                run.after_call(name, args, call_id, error=exc)
-            raise
-        message, outcome, error = _answer(result, call_id)
-        if request.tool is None:
-            self._learn(run, name, message)
-        note = run.after_call(name, args, call_id, result=outcome, error=error)
-        return result if note is None or message is None else _deliver(result, message, note)
+        call = request.tool_call
+        call_id = call.get("id")
+        answer = guarded_call(
+            run, call["name"], call["args"], call_id, handler, request, read=_read, failure=_failure
+        )
+        if answer.note is None and not answer.blocked and request.tool is not None:
+            return answer.value  # type: ignore[return-value]  # not blocked: the handler's result
+        return self._deliver(run, request, answer)
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
-        call = request.tool_call
         try:
             run = self._tool_run(request)
-        except LoopAbort:
-            raise
         except Exception:
             logger.exception("loopwarden could not guard a LangChain tool call; running it")
             return await handler(request)
-        name, args, call_id = call["name"], call["args"], call.get("id")
-        decision = await run.abefore_call(name, args, call_id)
-        if decision.action == "block":
-            await run.aafter_call(name, args, call_id, result=decision.as_result())
-            return _blocked(name, call_id, decision)
-        try:
-            result = await handler(request)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            if not isinstance(exc, LoopAbort):
-                await run.aafter_call(name, args, call_id, error=exc)
-            raise
-        message, outcome, error = _answer(result, call_id)
-        if request.tool is None:
-            self._learn(run, name, message)
-        note = await run.aafter_call(name, args, call_id, result=outcome, error=error)
-        return result if note is None or message is None else _deliver(result, message, note)
+        call = request.tool_call
+        call_id = call.get("id")
+        answer = await aguarded_call(
+            run, call["name"], call["args"], call_id, handler, request, read=_read, failure=_failure
+        )
+        if answer.note is None and not answer.blocked and request.tool is not None:
+            return answer.value  # type: ignore[return-value]  # not blocked: the handler's result
+        return self._deliver(run, request, answer)
+
+    def _deliver(
+        self, run: RunGuard, request: ToolCallRequest, answer: Answer[ToolResult]
+    ) -> ToolResult:
+        call = request.tool_call
+        if answer.blocked:
+            return _blocked(call["name"], call.get("id"), answer.decision)
+        result = cast("ToolResult", answer.value)  # not blocked: what the handler returned
+        if request.tool is None or answer.note is not None:
+            message = _found(result, call.get("id"))
+            if request.tool is None:
+                self._learn(run, call["name"], message)
+            if answer.note is not None and message is not None:
+                noted: ToolResult = _deliver(result, message, answer.note)
+                return noted
+        return result
 
     def _learn(self, run: RunGuard, name: str, message: ToolMessage | None) -> None:
         """A name the ToolNode lacks that something inside answered is a tool after all."""
-        if message is not None and message.status == "error":
-            text = message.content if isinstance(message.content, str) else message.text
-            if text.startswith(f"Error: {name} is not a valid tool"):
-                return  # the ToolNode's own answer: really unknown
+        if message is not None and _not_a_tool(message, name):
+            return  # the ToolNode's own answer: really unknown
         with self._lock:
             self._answered.add(name)
-            if run.tools is not None and name not in run.tools:
-                run.set_tools({*run.tools, name})
+            if run.tools is not None:
+                learn_tool(run, name, True)
 
 
 class _Run:
@@ -309,7 +372,10 @@ def _state_get(state: Any, key: str) -> Any:
 
 def _summary_id(state: Any) -> str | None:
     """The id of the SummarizationMiddleware summary heading the history, if there is one."""
-    messages = _state_get(state, "messages")
+    return _summary_of(_state_get(state, "messages"))
+
+
+def _summary_of(messages: Any) -> str | None:
     if not messages:
         return None
     head = messages[0]
@@ -359,15 +425,59 @@ def _tool_message(result: Any, call_id: str | None) -> ToolMessage | None:
     return None
 
 
-def _answer(result: Any, call_id: str | None) -> tuple[ToolMessage | None, Any, Any]:
-    """The ToolMessage answering the call, and the outcome to record (none if not found)."""
+def _unanswered(messages: list[Any]) -> tuple[int, list[Any]]:
+    """The index of the latest AI message with tool calls, and its calls without an answer."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AIMessage) and message.tool_calls:
+            answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage)}
+            return index, [c for c in message.tool_calls if c.get("id") not in answered]
+        if isinstance(message, (ToolMessage, AIMessage)):
+            return index, []  # the newest turn's calls were answered, or it made none
+    return -1, []
+
+
+def _not_a_tool(message: ToolMessage, name: str) -> bool:
+    if message.status != "error":
+        return False
+    text = message.content if isinstance(message.content, str) else message.text
+    return text.startswith(f"Error: {name} {_NOT_A_TOOL}")
+
+
+def _found(result: Any, call_id: str | None) -> ToolMessage | None:
     try:
-        message = _tool_message(result, call_id)
-        if message is not None:
-            return (message, *_outcome(message))
+        return _tool_message(result, call_id)
+    except Exception:
+        logger.exception("loopwarden could not read a LangChain tool result")
+        return None
+
+
+def _read(result: Any, call_id: str | None) -> Any:
+    """The outcome to record: the content the model reads (not the message's ids)."""
+    try:
+        message = result if type(result) is ToolMessage else _tool_message(result, call_id)
     except Exception:
         logger.exception("loopwarden could not read a LangChain tool result; not recording it")
-    return None, MISSING, MISSING  # e.g. a Command without a ToolMessage for this call
+        return MISSING
+    if message is None:
+        return MISSING  # e.g. a Command without a ToolMessage for this call
+    content = message.content
+    if message.status == "error":
+        text = content if isinstance(content, str) else message.text or "error"
+        name = message.name
+        unknown = name if name is not None and _not_a_tool(message, name) else None
+        return ToolOutcome(error=text, unknown_tool=unknown)
+    artifact = message.artifact
+    if artifact is None:
+        return content
+    details = artifact if isinstance(artifact, Mapping) else {"artifact": artifact}
+    return ToolOutcome(content, details)
+
+
+def _failure(exc: BaseException) -> ToolOutcome | None:
+    if isinstance(exc, GraphBubbleUp):
+        return None  # an interrupt, not an outcome: the call runs again on resume
+    return ToolOutcome(error=exc)
 
 
 def _deliver(result: Any, message: ToolMessage, note: str) -> Any:
@@ -376,18 +486,6 @@ def _deliver(result: Any, message: ToolMessage, note: str) -> Any:
     except Exception:
         logger.exception("loopwarden could not add its note to a LangChain tool result")
         return result
-
-
-def _outcome(message: ToolMessage) -> tuple[Any, Any]:
-    """What the guard hashes: the content the model reads (not the message's ids)."""
-    content = message.content
-    if message.status == "error":
-        return MISSING, content if isinstance(content, str) else message.text or "error"
-    artifact = message.artifact
-    if artifact is None:
-        return content, MISSING
-    details = artifact if isinstance(artifact, Mapping) else {"artifact": artifact}
-    return {"content": content, "details": details}, MISSING
 
 
 def _noted(message: ToolMessage, note: str) -> ToolMessage:

@@ -52,9 +52,9 @@ from .._logging import logger
 from ..config import ConfigSource
 from ..errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
 from ..guard import LoopGuard, RunGuard
-from ..hashing import MISSING
+from ..hashing import MISSING, ToolOutcome
 from ..stores import InProcess
-from ._base import append_note, parse_arguments, require, resolve_guard
+from ._base import RunRegistry, append_note, learn_tool, parse_arguments, require, resolve_guard
 
 require("agents", "openai-agents")
 
@@ -124,6 +124,7 @@ class _Run:
         "run_id",
         "scanned",
         "session_id",
+        "warned",
     )
 
     def __init__(self) -> None:
@@ -134,23 +135,10 @@ class _Run:
         self.abort: LoopAbort | None = None  # a stop decided where the SDK swallows exceptions
         self.errors: dict[str, BaseException] = {}  # call id -> exception of a failed tool run
         self.params: dict[str, Any] = {}  # call id -> parsed arguments, for the output guardrail
+        self.warned: dict[str, Any] = {}  # call id -> the warn decision, for the output guardrail
         self.arm = False  # a compaction was seen: arm guards created from now on too
         self.scanned = 0  # model input items already looked at for compaction items
         self.anchor: object = None
-
-
-def _mark(rg: RunGuard, name: str, registered: bool) -> None:
-    """Keep the guard's registered names in line with what the SDK resolved.
-
-    The SDK knows exactly which calls name a missing tool (it reports them to the
-    error formatter and never runs guardrails for them), so the set is learned
-    from the calls instead of computed from tools, MCP servers and handoffs.
-    """
-    tools = rg.tools if rg.tools is not None else frozenset()
-    if registered and name not in tools:
-        rg.set_tools(tools | {name})
-    elif not registered and name in tools:
-        rg.set_tools(tools - {name})
 
 
 def _remember(table: dict[str, Any], key: str, value: Any) -> None:
@@ -220,22 +208,24 @@ class LoopGuardForAgents:
     """Loop detection for OpenAI Agents SDK agents.
 
     Args:
-        guard: a :class:`~loopwarden.guard.LoopGuard`, or a config for one (path to
-            a JSON5/JSON file, a mapping in OpenClaw's layout); ``None`` uses defaults.
+        config_or_guard: a :class:`~loopwarden.LoopGuard`, a config file path or
+            mapping (OpenClaw layout), or ``None`` for the defaults. (``guard=``,
+            its old name, still works and warns.)
         agent_id: the agent id whose per-agent config applies to every agent; by
             default each agent's ``name`` is its agent id.
-        **guard_kwargs: passed to :class:`~loopwarden.guard.LoopGuard` when
-            ``guard`` is not one already (``store=``, ``on_event=``, ``run_record=``...).
+        **guard_kwargs: passed to :class:`~loopwarden.LoopGuard` (``store``,
+            ``on_event``, ``fail_closed``, ``run_record`` ...) when no ready
+            guard is given.
     """
 
     def __init__(
         self,
-        guard: LoopGuard | ConfigSource = None,
+        config_or_guard: LoopGuard | ConfigSource = None,
         *,
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
-        self.guard = resolve_guard(guard, **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, owner="LoopGuardForAgents", **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
         # An in-process store never waits: on the per-call path the plain methods
         # spare the coroutine layers of their async twins.
@@ -248,7 +238,7 @@ class LoopGuardForAgents:
             guardrail_function=self._record_outcome, name=_GUARDRAIL_NAME
         )
         """The tool output guardrail, for tools attached after :meth:`protect`."""
-        self._runs: dict[int, _Run] = {}
+        self._runs: RunRegistry[int, _Run] = RunRegistry(_MAX_RUNS, on_evict=self._ended_run)
         # Guards of finished runs, ended on the next run start: their states are
         # dropped outside garbage collection, which may run while a store lock is held.
         self._ended: collections.deque[RunGuard] = collections.deque()
@@ -332,21 +322,22 @@ class LoopGuardForAgents:
         while self._ended:
             self._ended.popleft().end()
         key = id(usage)
-        run = self._runs[key] = _Run()
+        run = self._runs.get_or_create(key, _Run)
         try:
             weakref.finalize(usage, self._forget, key)
         except TypeError:
             # Not weak-referenceable: hold it, so that its id cannot be reused by
-            # another run while the entry lives; the size bound below evicts it.
+            # another run while the entry lives; the registry's bound evicts it.
             run.anchor = usage
-        if len(self._runs) > _MAX_RUNS:
-            self._forget(next(iter(self._runs)))
         return run
 
     def _forget(self, key: int) -> None:
-        run = self._runs.pop(key, None)
+        run = self._runs.forget(key)
         if run is not None:
-            self._ended.extend(run.guards.values())
+            self._ended_run(run)
+
+    def _ended_run(self, run: _Run) -> None:
+        self._ended.extend(run.guards.values())
 
     async def _new_guard(
         self, run: _Run, agent: str | None, group_id: str | None, has_config: bool
@@ -380,7 +371,7 @@ class LoopGuardForAgents:
             name = ctx.tool_name
             tools = rg.tools
             if tools is None or name not in tools:
-                _mark(rg, name, True)
+                learn_tool(rg, name, True)
             call_id = ctx.tool_call_id
             params = parse_arguments(ctx.tool_arguments)
             _remember(run.params, call_id, params)
@@ -399,6 +390,8 @@ class LoopGuardForAgents:
             return ToolGuardrailFunctionOutput.reject_content(
                 decision.message or "", output_info=_info(decision.action, decision)
             )
+        if decision.action == "warn":
+            _remember(run.warned, call_id, decision)
         return _ALLOW
 
     async def _record_outcome(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
@@ -414,6 +407,7 @@ class LoopGuardForAgents:
             params = run.params.pop(call_id, MISSING)
             if params is MISSING:
                 params = parse_arguments(ctx.tool_arguments)
+            warned = run.warned.pop(call_id, None) if run.warned else None
         except Exception:
             logger.exception("loopwarden could not record an outcome of %s", ctx.tool_name)
             return _ALLOW
@@ -435,9 +429,10 @@ class LoopGuardForAgents:
             )
             return _ALLOW
         text = output if isinstance(output, str) else str(output)
-        return ToolGuardrailFunctionOutput.reject_content(
-            append_note(text, note), output_info={"loopwarden": "warn"}
-        )
+        # The SDK's output guardrails can only allow, reject or raise: a changed
+        # output is a "rejection". output_info says it is loopwarden's warning.
+        info = _info("warn", warned) if warned is not None else {"loopwarden": "warn"}
+        return ToolGuardrailFunctionOutput.reject_content(append_note(text, note), output_info=info)
 
     # -- run config pieces ---------------------------------------------------------
     async def _format_error(
@@ -475,7 +470,7 @@ class LoopGuardForAgents:
         if rg is None:
             rg = await self._new_guard(run, run.agent, group_id, True)
         name = args.tool_name
-        _mark(rg, name, False)
+        learn_tool(rg, name, False)
         # The SDK does not pass the arguments of a call it could not resolve; the
         # unknown-tool guard counts by name alone.
         try:
@@ -483,7 +478,10 @@ class LoopGuardForAgents:
             if decision.blocked:
                 return decision.message
             text = message if message is not None else args.default_message
-            note = await rg.aafter_call(name, None, args.call_id, error=text)
+            # The SDK said the name is unknown: no need to recognise its wording (or the
+            # user's formatter's) in the text.
+            outcome = ToolOutcome(error=text, unknown_tool=name)
+            note = await rg.aafter_call(name, None, args.call_id, result=outcome)
         except LoopAbort as exc:
             run.abort = _for_agents(exc)
             return exc.message
@@ -540,6 +538,7 @@ class LoopGuardForAgents:
 
 
 def _info(action: str, decision: Any) -> dict[str, Any]:
+    """``output_info`` of loopwarden's guardrail results: what it did, and why."""
     detection = decision.detection
     return {
         "loopwarden": action,

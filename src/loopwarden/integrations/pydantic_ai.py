@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._logging import logger
 from ..config import ConfigSource
-from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
-from ._base import append_note, parse_arguments, require, resolve_guard
+from ..hashing import ToolOutcome
+from ._base import aguarded_call, append_note, parse_arguments, require, resolve_guard
 
 require("pydantic_ai", "pydantic-ai")
 
@@ -97,7 +97,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
-        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, owner="LoopGuardCapability", **guard_kwargs)
         self.agent_id = agent_id
         # Per-run fields, set on the copy that for_run() returns.
         self._run: RunGuard | None = None
@@ -203,11 +203,10 @@ class LoopGuardCapability(AbstractCapability[Any]):
         args = parse_arguments(call.args)
         decision = await run.abefore_call(name, args, call_id)
         if decision.action == "block":
-            await run.aafter_call(name, args, call_id, result=decision.as_result())
-            _enqueue(ctx, decision.message)
+            _enqueue(ctx, decision.message)  # the guard keeps the veto: nothing to report back
             return
-        note = await run.aafter_call(name, args, call_id, error=f"Unknown tool name: {name!r}")
-        _enqueue(ctx, note)
+        outcome = ToolOutcome(error=f"Unknown tool name: {name!r}", unknown_tool=name)
+        _enqueue(ctx, await run.aafter_call(name, args, call_id, result=outcome))
 
     # -- tool calls ---------------------------------------------------------------------
     async def wrap_tool_execute(
@@ -225,25 +224,19 @@ class LoopGuardCapability(AbstractCapability[Any]):
         name, call_id = call.tool_name, call.tool_call_id
         # The arguments as the model sent them: what a loop repeats.
         params = parse_arguments(call.args) if call.args is not None else args
-        decision = await run.abefore_call(name, params, call_id)
-        if decision.action == "block":
-            await run.aafter_call(name, params, call_id, result=decision.as_result())
-            raise ToolFailed(decision.message or "")
-        try:
-            result = await handler(args)
-        except _DEFERRALS:
-            await run.aafter_call(name, params, call_id)
-            raise
-        except SkipToolExecution as skip:
-            note = await run.aafter_call(name, params, call_id, result=skip.result)
-            _enqueue(ctx, note)
-            raise
-        except Exception as exc:
-            if not isinstance(exc, LoopAbort):
-                note = await run.aafter_call(name, params, call_id, error=_error_text(exc))
-                _enqueue(ctx, note)
-            raise
-        note = await run.aafter_call(name, params, call_id, result=result)
+        answer = await aguarded_call(
+            run,
+            name,
+            params,
+            call_id,
+            handler,
+            args,
+            failure=_failure,
+            on_failure_note=lambda note: _enqueue(ctx, note),
+        )
+        if answer.blocked:
+            raise ToolFailed(answer.decision.message or "")
+        result, note = answer.value, answer.note
         if note is None:
             return result
         if isinstance(result, str):
@@ -264,7 +257,16 @@ def _latest_request_summary(messages: Sequence[ModelMessage], start: int) -> Com
     return None
 
 
-def _error_text(exc: Exception) -> Any:
+def _failure(exc: BaseException) -> ToolOutcome:
+    """The outcome of a tool run that ended by an exception."""
+    if isinstance(exc, _DEFERRALS):
+        return ToolOutcome()  # deferred for approval or an external executor: no outcome yet
+    if isinstance(exc, SkipToolExecution):
+        return ToolOutcome(exc.result)
+    return ToolOutcome(error=_error_text(exc))
+
+
+def _error_text(exc: BaseException) -> Any:
     """The failure the model reads, for the outcome hash."""
     if isinstance(exc, (ToolRetryError, ToolFailedError)):
         return str(exc)
