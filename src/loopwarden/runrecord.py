@@ -84,8 +84,10 @@ class JsonlRunRecord:
         if self._fd is None:
             directory = os.path.dirname(self.path)
             if directory:
-                os.makedirs(directory, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+            # Private: with logParams on it holds raw arguments and results.
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY
+            self._fd = os.open(self.path, flags, 0o600)
         return self._fd
 
     def write(self, record: Mapping[str, Any]) -> None:
