@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-__all__ = ["canonical_bytes", "digest", "to_plain"]
+__all__ = ["canonical_bytes", "digest", "encodable", "to_plain"]
 
 _SORT = orjson.OPT_SORT_KEYS
 _dumps = orjson.dumps
@@ -397,16 +397,16 @@ def _object_data(value: Any) -> Any:
             for slot in getattr(cls, "__slots__", ()):
                 if isinstance(slot, str) and slot not in _NOT_STATE and hasattr(value, slot):
                     (private if slot[:1] == "_" else public)[slot] = getattr(value, slot)
-        fields: dict[str, Any] = {"data": public}
+        found: dict[str, Any] = {"data": public}
         # State kept in private attributes counts too: two different values must
         # never hash alike (a progressing agent would be blocked).
         if private:
-            fields["private"] = private
+            found["private"] = private
         elif not public:
             text = repr(value)  # no data to go by: the repr, unless it shows an address
             if " at 0x" not in text:
-                fields["repr"] = text
-        return _Tagged("$type", _type_name(value), fields)
+                found["repr"] = text
+        return _Tagged("$type", _type_name(value), found)
     except Exception:
         return _Tagged("$type", _type_name(value), {})
 
@@ -415,10 +415,23 @@ _NOT_STATE = frozenset({"__weakref__", "__dict__"})
 
 
 def to_plain(value: Any) -> Any:
-    """Plain JSON-compatible data for ``value`` (may contain ``orjson.Fragment``)."""
+    """Plain JSON-compatible data for ``value`` (may contain ``orjson.Fragment``).
+    Never raises (a value that cannot be normalised becomes a tag naming its type)."""
     if _is_plain(value):
         return value
-    return _Normaliser().value(value, 0)
+    try:
+        return _Normaliser().value(value, 0)
+    except Exception:
+        return encodable(value)
+
+
+def encodable(value: Any) -> Any:
+    """Like :func:`to_plain`, with lone surrogates made encodable (tagged base64):
+    what orjson can always write. Never raises."""
+    try:
+        return _Normaliser(fix_surrogates=True).value(value, 0)
+    except Exception:
+        return _tag("$unhashable", _type_name(value))
 
 
 def canonical_bytes(value: Any) -> bytes:

@@ -110,6 +110,10 @@ class Config:
     def for_agent(self, agent_id: str | None = None) -> LoopDetectionConfig:
         """The effective loop-detection config of ``agent_id`` (or the global one)."""
         key = normalize_agent_id(agent_id) if agent_id is not None else ""
+        if key not in self._agents:
+            # No block of its own: the global config. Cached once, so any number of
+            # agent ids costs no memory (the cache holds the listed agents alone).
+            key, agent_id = "", None
         cached = self._cache.get(key)
         if cached is None:
             cached = self._cache[key] = build(*merge(*self._layers(agent_id)))
