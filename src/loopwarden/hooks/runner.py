@@ -206,8 +206,20 @@ def _process(
     try:
         entry = ctx.guard_for(opts, env, cwd)
     except ConfigError as exc:
-        logger.error("loopwarden hook: %s; every call is allowed until this is fixed", exc)
-        return Answer({})
+        if not exc.fail_closed:
+            logger.error("loopwarden hook: %s; every call is allowed until this is fixed", exc)
+            return Answer({})
+        # failMode "closed" (as the broken file says): deny, as for any internal failure.
+        logger.error("loopwarden hook: %s; failMode is closed: calls are denied until fixed", exc)
+        if kind != "pre":
+            return Answer({})
+        return Answer(
+            adapter.deny(
+                name,
+                "loopwarden: the loopwarden config is invalid and its failMode is "
+                "closed, so this call is denied; the user must fix the config file.",
+            )
+        )
     agent_id = agent_id_for(opts, env)
     step = step_session(entry.side, adapter, kind, event, session, agent_id)
     if kind == "end":
