@@ -346,9 +346,6 @@ def test_replay_reports_keep_no_secret(tmp_path: Path, canary: str, fmt: str) ->
         assert not leaks(canary, ran.stderr), ran.err
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 11 (new, N3): config check prints the store URL's password"
-)
 def test_config_check_keeps_no_secret_from_the_config(tmp_path: Path, canary: str) -> None:
     """A store URL with a password is shown redacted by ``config check`` (text and JSON), as
     docs/stores-redis.md promises for every message."""
