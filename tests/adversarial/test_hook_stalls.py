@@ -21,6 +21,7 @@ import pytest
 from tests._wait import wait_until
 from tests.adversarial._procs import (
     LOOPWARDEN,
+    blocked_on_fifo,
     kill_group,
     processes_mentioning,
     settled,
@@ -155,6 +156,41 @@ def test_helper_stops_after_a_blocking_transcript(hook_env: dict[str, str], tmp_
         assert not list(runtime.glob("*.sock")), "the socket outlived --stop-daemon"
     finally:
         release_fifo(fifo)
+
+
+def test_stop_daemon_stops_a_helper_with_a_stuck_worker(
+    hook_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A helper whose worker waits forever (here on a config path that is a FIFO nobody
+    writes) still exits on ``--stop-daemon``: its process is gone and so is its socket."""
+    write_config(hook_env, SMALL)
+    hook(hook_env, "claude-code", claude_event("PreToolUse", 1), daemon=True)
+    pid = helper_pid(hook_env)
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    stuck_env = {**hook_env, "LOOPWARDEN_CONFIG": str(fifo)}
+    client = start_hook(stuck_env, claude_event("PreToolUse", 2), daemon=True)
+    try:
+        settled(client, pid=pid)
+        assert blocked_on_fifo(pid), "the helper's worker is not waiting on the FIFO"
+        stopped = subprocess.run(
+            [LOOPWARDEN, "hook", "--stop-daemon"], env=hook_env, capture_output=True, timeout=60
+        )
+        assert stopped.returncode == 0
+        assert b"stopped" in stopped.stdout
+        runtime = Path(hook_env["LOOPWARDEN_RUNTIME_DIR"])
+        assert not list(runtime.glob("*.sock")), "the socket outlived --stop-daemon"
+        assert not Path(f"/proc/{pid}").exists() or b"zombie" in _status(pid), "helper alive"
+    finally:
+        release_fifo(fifo)
+        finish(client)
+
+
+def _status(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/status").read_bytes().lower()
+    except OSError:
+        return b"zombie"
 
 
 # -- defect 17: state.db deleted while the helper runs -----------------------------------
