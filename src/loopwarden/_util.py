@@ -13,7 +13,7 @@ __all__ = ["BoundedDict", "bounded_set", "package_version", "parse_arguments", "
 
 # C0 and C1 controls (newlines too: a name is one line), DEL, and the Unicode
 # line separators and bidirectional overrides that can disguise text.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -25,7 +25,7 @@ def printable(text: object) -> str:
     """``text`` safe for a terminal: control characters (escape sequences could retitle
     the window, clear the screen or fake output) are shown as ``\\xNN`` escapes."""
     value = text if isinstance(text, str) else str(text)
-    return _UNPRINTABLE.sub(_escape, value)
+    return re.sub(_UNPRINTABLE, _escape, value)  # re caches the compiled pattern
 
 
 K = TypeVar("K")

@@ -278,15 +278,17 @@ MAX_DEPTH = 32
 """Config files nested deeper than this (objects and arrays) are refused before parsing."""
 
 # Strings and comments of JSON5 text, skipped when counting brackets.
-_SKIPPED = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|//[^\n]*|/\*.*?\*/', re.DOTALL)
-_BRACKETS = re.compile(r"[\[\]{}]")
-_FAIL_CLOSED_TEXT = re.compile(r"""["']?failMode["']?\s*:\s*["']closed["']""")
+# (Patterns as text: re compiles and caches them on first use, not at import.)
+_SKIPPED = r'(?s)"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|//[^\n]*|/\*.*?\*/'
+_BRACKETS = r"[\[\]{}]"
+_FAIL_CLOSED_TEXT = r"""["']?failMode["']?\s*:\s*["']closed["']"""
 
 
 def _depth_line(text: str) -> int | None:
     """The line where ``text`` first nests deeper than :data:`MAX_DEPTH`, or None."""
     depth = 0
-    for match in _BRACKETS.finditer(_SKIPPED.sub(lambda m: "\n" * m[0].count("\n"), text)):
+    bare = re.sub(_SKIPPED, lambda m: "\n" * m[0].count("\n"), text)
+    for match in re.finditer(_BRACKETS, bare):
         depth += 1 if match[0] in "[{" else -1
         if depth > MAX_DEPTH:
             return match.string.count("\n", 0, match.start()) + 1
@@ -308,7 +310,7 @@ def _load_text(text: str, file: str) -> Config:
     import json5
 
     # A file that cannot be parsed still says what to do when it is broken.
-    closed = _FAIL_CLOSED_TEXT.search(text) is not None
+    closed = re.search(_FAIL_CLOSED_TEXT, text) is not None
     deep = _depth_line(text)
     if deep is not None:
         message = f"nested deeper than {MAX_DEPTH} levels (objects and arrays)"

@@ -275,7 +275,7 @@ def _answer(
 # past 1024. Such an event is still counted: subtrees nested deeper than this are
 # replaced by the digest of their text, numbers are read as Decimals.
 _LENIENT_DEPTH = 200
-_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_TOKENS = rb'"(?:[^"\\]|\\.)*"|[\[\]{}]'  # compiled when needed (rarely): hook start-up
 
 
 def _number(kind: type[int | float]) -> Any:
@@ -300,7 +300,7 @@ def _lenient(payload: bytes) -> Any:
     parts: list[bytes] = []
     depth = 0
     start = done = 0
-    for match in _TOKENS.finditer(payload):
+    for match in re.finditer(_TOKENS, payload):
         token = match[0]
         if token in (b"[", b"{"):
             depth += 1
