@@ -268,7 +268,9 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS, lock_fd: int | None = N
         ]
         for worker in workers:
             worker.start()
-        server.stopping.wait()
+        while not server.stopping.wait(1.0):
+            if not any(worker.is_alive() for worker in workers):
+                break  # every worker died (a bug): exit rather than keep a dead socket
         deadline = time.monotonic() + _STOP_GRACE_SECONDS
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
