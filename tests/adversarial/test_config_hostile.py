@@ -76,6 +76,15 @@ def test_fail_closed_deeply_nested_config_denies(hook_env: dict[str, str]) -> No
     assert "internal error" not in answer.stderr
 
 
+def test_fail_closed_config_with_a_bad_store_url_denies(hook_env: dict[str, str]) -> None:
+    """A valid file whose store URL is malformed, with ``failMode: "closed"``, denies too."""
+    write_config(hook_env, {"loopwarden": {"failMode": "closed", "store": "sqlite://x?bogus=1"}})
+    answer = hook(hook_env, "claude-code", claude_event("PreToolUse", 1))
+    assert answer.code == 0
+    assert answer.denied, answer.json
+    assert "bogus" in answer.stderr
+
+
 def test_fail_open_config_with_a_mistake_allows_and_says_so(hook_env: dict[str, str]) -> None:
     """The default (fail-open) allows, and names the mistake on stderr."""
     write_config(hook_env, {"tools": {"loopDetection": {"warningTreshold": 3}}})

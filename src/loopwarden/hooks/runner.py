@@ -273,7 +273,7 @@ def _answer(
 
 # Valid JSON that orjson refuses: numbers beyond 64 bits or double range, nesting
 # past 1024. Such an event is still counted: subtrees nested deeper than this are
-# replaced by the digest of their text, numbers are read as Decimals.
+# replaced by the digest of their text, numbers Python cannot hold become Decimals.
 _LENIENT_DEPTH = 200
 _TOKENS = rb'"(?:[^"\\]|\\.)*"|[\[\]{}]'  # compiled when needed (rarely): hook start-up
 
