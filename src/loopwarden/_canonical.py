@@ -14,6 +14,7 @@ normalised in Python first. Both paths produce the same bytes for the same value
 from __future__ import annotations
 
 import base64
+import collections
 import dataclasses
 import datetime as _dt
 import decimal
@@ -23,11 +24,11 @@ import math
 import uuid
 from collections.abc import Mapping
 from pathlib import PurePath
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
-__all__ = ["canonical_bytes", "digest", "to_plain"]
+__all__ = ["canonical_bytes", "digest", "encodable", "to_plain"]
 
 _SORT = orjson.OPT_SORT_KEYS
 _dumps = orjson.dumps
@@ -42,6 +43,27 @@ _MAX_DEPTH = 100
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 _CIRCULAR = "[Circular]"
+# Integers wider than this many bits (about 4,200 digits) are tagged by their hex
+# digits: Python refuses (or takes quadratic time) to write them in decimal.
+_MAX_INT_BITS = 14_000
+# A Decimal integer with more digits than this is tagged by its own digits, not
+# turned into an int (quadratic time); it then differs from the equal int.
+_MAX_DECIMAL_INT_DIGITS = 4_200
+
+
+def _tag(name: str, value: Any, extra: bytes = b"") -> Any:
+    """A tagged value (bytes, a set of colliding keys, an object...) that no plain data
+    can produce: compact JSON never has a space after a colon, a tag does (it stays
+    valid JSON, for the run record)."""
+    return _Fragment(b'{"' + name.encode() + b'": ' + _dumps(value, option=_SORT) + extra + b"}")
+
+
+class _Tagged(NamedTuple):
+    """An object's canonical form when it is not plain data: a tag and its fields."""
+
+    name: str
+    head: Any
+    fields: dict[str, Any]
 
 
 def _is_plain(value: Any, depth: int = 0) -> bool:
@@ -80,7 +102,11 @@ def _is_plain(value: Any, depth: int = 0) -> bool:
 
 
 def _int(value: int) -> Any:
-    return value if _INT_MIN <= value <= _INT_MAX else _Fragment(str(value).encode())
+    if _INT_MIN <= value <= _INT_MAX:
+        return value
+    if value.bit_length() <= _MAX_INT_BITS:
+        return _Fragment(str(value).encode())
+    return _tag("$int", hex(value))
 
 
 def _float(value: float) -> Any:
@@ -98,9 +124,23 @@ def _decimal(value: decimal.Decimal) -> Any:
         return "NaN"
     if value.is_infinite():
         return "Infinity" if value > 0 else "-Infinity"
-    if value == value.to_integral_value():
-        return _int(int(value))
-    return _Fragment(str(value.normalize()).replace("E", "e").encode())
+    # Exact, in linear time: trailing zeros stripped by hand (normalize() rounds to
+    # the context's 28 digits, so longer values would collide).
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    end = len(digits)
+    while end > 1 and digits[end - 1] == 0:
+        end -= 1
+    exponent += len(digits) - end
+    digits = digits[:end]
+    if digits == (0,):
+        return 0
+    if exponent >= 0:
+        if end + exponent <= _MAX_DECIMAL_INT_DIGITS:
+            return _int(int(value))
+        return _tag("$decimal", f"{'-' if sign else ''}{''.join(map(str, digits))}e{exponent}")
+    text = str(decimal.Decimal((sign, digits, exponent)))
+    return _Fragment(text.replace("E", "e").encode())
 
 
 class _Normaliser:
@@ -115,7 +155,10 @@ class _Normaliser:
     def key(self, key: Any) -> str:
         if isinstance(key, str) and not isinstance(key, enum.Enum):
             text = self.text(key)
-            return text if isinstance(text, str) else "$str:" + text["$str"]
+            if isinstance(text, str):
+                return text
+            raw = str.__str__(key).encode("utf-8", "surrogatepass")
+            return "$str:" + base64.b64encode(raw).decode("ascii")
         return _dumps(self.value(key, 0), option=_SORT).decode()
 
     def text(self, value: str) -> Any:
@@ -126,12 +169,12 @@ class _Normaliser:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raw = value.encode("utf-8", "surrogatepass")
-                return {"$str": base64.b64encode(raw).decode("ascii")}
+                return _tag("$str", base64.b64encode(raw).decode("ascii"))
         return value
 
     def container(self, value: Any, depth: int) -> Any:
         if depth > _MAX_DEPTH:
-            return {"$deep": self.deep(value)}
+            return _tag("$deep", self.deep(value))
         ident = id(value)
         if ident in self.active:
             return _CIRCULAR
@@ -177,8 +220,17 @@ class _Normaliser:
                 continue
             self.active.add(ident)
             stack.append((2, ident))
-            if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
-                stack.append((1, _object_data(value)))
+            if isinstance(value, range):
+                parts.append(_dumps(self.value(value, 0), option=_SORT))
+                continue
+            if not isinstance(value, _CONTAINERS):
+                data = _object_data(value)
+                if isinstance(data, _Tagged):  # its own bytes: only compared with deep()'s
+                    stack.append((1, data.fields))
+                    stack.append((1, data.head))
+                    stack.append((0, b"\x00" + data.name.encode()))
+                else:
+                    stack.append((1, data))
                 continue
             if isinstance(value, Mapping):
                 items = sorted(((self.key(k), v) for k, v in value.items()), key=_first_item)
@@ -214,7 +266,7 @@ class _Normaliser:
         # every pair, in an order that does not depend on insertion order.
         pairs = [[self.key(k), self.value(v, depth + 1)] for k, v in value.items()]
         pairs.sort(key=lambda item: _dumps(item, option=_SORT))
-        return {"$map": pairs}
+        return _tag("$map", pairs)
 
     def value(self, value: Any, depth: int) -> Any:
         t = type(value)
@@ -236,10 +288,12 @@ class _Normaliser:
             return _int(int.__index__(value))
         if isinstance(value, float):
             return _float(float(value))
-        if isinstance(value, (Mapping, list, tuple, set, frozenset)):
+        if isinstance(value, _CONTAINERS):
             return self.container(value, depth)
         if isinstance(value, (bytes, bytearray, memoryview)):
-            return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+            return _tag("$bytes", base64.b64encode(bytes(value)).decode("ascii"))
+        if isinstance(value, range):
+            return _tag("$range", _range(value))
         if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
             return value.isoformat()
         if isinstance(value, _dt.timedelta):
@@ -259,13 +313,31 @@ class _Normaliser:
             return _CIRCULAR
         self.active.add(ident)
         try:
-            return self.value(_object_data(value), depth + 1)
+            data = _object_data(value)
+            if isinstance(data, _Tagged):
+                fields = self.value(data.fields, depth + 1)
+                extra = b"," + _dumps(fields, option=_SORT)[1:-1] if data.fields else b""
+                return _tag(data.name, self.value(data.head, depth + 1), extra)
+            return self.value(data, depth + 1)
         finally:
             self.active.discard(ident)
 
 
 def _first_item(pair: tuple[str, Any]) -> str:
     return pair[0]
+
+
+_CONTAINERS = (Mapping, list, tuple, set, frozenset, collections.deque)
+
+
+def _range(value: range) -> list[int]:
+    """Equal ranges (the same numbers) alike: ``range(0, 6, 2) == range(0, 5, 2)``."""
+    n = len(value)
+    if n == 0:
+        return []
+    if n == 1:
+        return [value.start]
+    return [value.start, value.step, n]
 
 
 # Values without children: ``_Normaliser.value`` serialises them as they are.
@@ -310,28 +382,56 @@ def _object_data(value: Any) -> Any:
         if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy arrays and scalars
             return value.tolist()
         if isinstance(value, BaseException):
-            return {"$error": _type_name(value), "message": str(value)}
+            return _Tagged("$error", _type_name(value), {"message": str(value)})
         if isinstance(value, type) or callable(value):
             name = getattr(value, "__qualname__", None) or getattr(value, "__name__", "")
-            return {"$type": _type_name(value), "name": str(name)}
-        data = {}
+            return _Tagged("$type", _type_name(value), {"name": str(name)})
+        public: dict[str, Any] = {}
+        private: dict[str, Any] = {}
         attrs = getattr(value, "__dict__", None)
         if isinstance(attrs, Mapping):
-            data.update((k, v) for k, v in attrs.items() if isinstance(k, str) and k[:1] != "_")
+            for k, v in attrs.items():
+                if isinstance(k, str):
+                    (private if k[:1] == "_" else public)[k] = v
         for cls in type(value).__mro__:
             for slot in getattr(cls, "__slots__", ()):
-                if isinstance(slot, str) and slot[:1] != "_" and hasattr(value, slot):
-                    data[slot] = getattr(value, slot)
-        return {"$type": _type_name(value), "data": data}
+                if isinstance(slot, str) and slot not in _NOT_STATE and hasattr(value, slot):
+                    (private if slot[:1] == "_" else public)[slot] = getattr(value, slot)
+        found: dict[str, Any] = {"data": public}
+        # State kept in private attributes counts too: two different values must
+        # never hash alike (a progressing agent would be blocked).
+        if private:
+            found["private"] = private
+        elif not public:
+            text = repr(value)  # no data to go by: the repr, unless it shows an address
+            if " at 0x" not in text:
+                found["repr"] = text
+        return _Tagged("$type", _type_name(value), found)
     except Exception:
-        return {"$type": _type_name(value)}
+        return _Tagged("$type", _type_name(value), {})
+
+
+_NOT_STATE = frozenset({"__weakref__", "__dict__"})
 
 
 def to_plain(value: Any) -> Any:
-    """Plain JSON-compatible data for ``value`` (may contain ``orjson.Fragment``)."""
+    """Plain JSON-compatible data for ``value`` (may contain ``orjson.Fragment``).
+    Never raises (a value that cannot be normalised becomes a tag naming its type)."""
     if _is_plain(value):
         return value
-    return _Normaliser().value(value, 0)
+    try:
+        return _Normaliser().value(value, 0)
+    except Exception:
+        return encodable(value)
+
+
+def encodable(value: Any) -> Any:
+    """Like :func:`to_plain`, with lone surrogates made encodable (tagged base64):
+    what orjson can always write. Never raises."""
+    try:
+        return _Normaliser(fix_surrogates=True).value(value, 0)
+    except Exception:
+        return _tag("$unhashable", _type_name(value))
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -349,7 +449,7 @@ def canonical_bytes(value: Any) -> bytes:
         return _dumps(_Normaliser(fix_surrogates=True).value(value, 0), option=_SORT)
     except Exception:
         # Last resort (e.g. recursion limit on absurdly deep values): stable, never raises.
-        return _dumps({"$unhashable": _type_name(value)})
+        return _dumps(_tag("$unhashable", _type_name(value)))
 
 
 def digest(value: Any) -> str:

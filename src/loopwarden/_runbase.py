@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["RunBase"]
 
 T = TypeVar("T")
+# Calls checked by before_call whose after_call has not come yet (blocked calls
+# never get one): their args hashes are kept for at most this many.
+_MAX_PENDING = 256
 
 
 class RunBase:
@@ -93,9 +96,12 @@ class RunBase:
         poll = is_known_poll(tool, params, self._profiles)
         ckey = call_id if call_id is not None else sig
         sigs = self._sigs  # so that after_call need not hash the params again
-        sigs[ckey if call_id is not None else f"{tool}\x1f{id(params)}"] = (sig, params)
-        if len(sigs) > 256:  # calls that never reported back; keep the newest half
-            self._sigs = dict(list(sigs.items())[128:])
+        if call_id is not None:
+            sigs[ckey] = (sig, None)  # the params themselves are not kept (memory)
+        else:  # kept to match after_call's params by identity
+            sigs[f"{tool}\x1f{id(params)}"] = (sig, params)
+        if len(sigs) > _MAX_PENDING:  # calls that never reported back; keep the newest half
+            self._sigs = dict(list(sigs.items())[_MAX_PENDING // 2 :])
         return tool, sig, poll, ckey, call_id
 
     def _outcome(self, tool: Any, params: Any, call_id: Any, result: Any, error: Any) -> Done:
@@ -115,6 +121,8 @@ class RunBase:
         """After the commit: the run record, the event, the stop."""
         tool, sig, poll, _, call_id = call
         stop = step.stop
+        if stop is not None or step.decision.blocked:  # it will not run: no after_call
+            self._sigs.pop(call_id if call_id is not None else f"{tool}\x1f{id(params)}", None)
         record = self._record
         if record is not None:
             if step.started:

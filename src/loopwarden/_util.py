@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from typing import Any, TypeVar
 
 import orjson
 
-__all__ = ["BoundedDict", "bounded_set", "package_version", "parse_arguments"]
+__all__ = ["BoundedDict", "bounded_set", "package_version", "parse_arguments", "printable"]
+
+# C0 and C1 controls (newlines too: a name is one line), DEL, and the Unicode
+# line separators and bidirectional overrides that can disguise text.
+_UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: object) -> str:
+    """``text`` safe for a terminal: control characters (escape sequences could retitle
+    the window, clear the screen or fake output) are shown as ``\\xNN`` escapes."""
+    value = text if isinstance(text, str) else str(text)
+    return re.sub(_UNPRINTABLE, _escape, value)  # re caches the compiled pattern
+
 
 K = TypeVar("K")
 V = TypeVar("V")

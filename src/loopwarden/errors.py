@@ -59,7 +59,13 @@ class ConfigIssue:
 
 
 class ConfigError(LoopwardenError, ValueError):
-    """A config is invalid. ``issues`` lists every problem found, each with its path."""
+    """A config is invalid. ``issues`` lists every problem found, each with its path.
+
+    ``fail_closed``: the invalid config asks for ``failMode: "closed"`` (so a hook
+    denies calls until it is fixed, rather than allowing them).
+    """
+
+    fail_closed: bool = False
 
     def __init__(self, issues: Sequence[ConfigIssue] | str) -> None:
         if isinstance(issues, str):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ._canonical import to_plain
+from ._canonical import encodable, to_plain
 from ._logging import logger
 
 if TYPE_CHECKING:
@@ -84,14 +84,19 @@ class JsonlRunRecord:
         if self._fd is None:
             directory = os.path.dirname(self.path)
             if directory:
-                os.makedirs(directory, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+            # Private: with logParams on it holds raw arguments and results.
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY
+            self._fd = os.open(self.path, flags, 0o600)
         return self._fd
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append one line."""
         try:
-            line = orjson.dumps(record, default=_fallback) + b"\n"
+            try:
+                line = orjson.dumps(record, default=_fallback) + b"\n"
+            except orjson.JSONEncodeError:  # e.g. lone surrogates in logged params
+                line = orjson.dumps(encodable(record), default=_fallback) + b"\n"
             with self._lock:
                 os.write(self._open(), line)
         except Exception:
@@ -99,7 +104,13 @@ class JsonlRunRecord:
 
     def raw(self, value: Any) -> Any:
         """``value`` as JSON data if params logging is on, else ``None``."""
-        return to_plain(value) if self.log_params else None
+        if not self.log_params:
+            return None
+        try:
+            return to_plain(value)
+        except Exception:  # never into the agent; the line is written without it
+            logger.debug("loopwarden could not record the raw value", exc_info=True)
+            return None
 
     def line(self, kind: str, *values: Any) -> None:
         """Append a line of type ``kind`` with ``values`` in the order of :data:`FIELDS`."""

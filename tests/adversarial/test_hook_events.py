@@ -42,22 +42,7 @@ def raw_event(name: str, n: int, value: bytes, **extra: Any) -> bytes:
     return orjson.dumps(event).replace(b'"@@"', value)
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "plain",
-        *(
-            pytest.param(
-                k,
-                marks=pytest.mark.xfail(
-                    strict=True, reason="issue 11 #13: valid JSON orjson rejects is not counted"
-                ),
-            )
-            for k in ODD_NUMBERS
-            if k != "plain"
-        ),
-    ],
-)
+@pytest.mark.parametrize("kind", sorted(ODD_NUMBERS))
 def test_loop_with_unusual_json_arguments_is_caught(hook_env: dict[str, str], kind: str) -> None:
     """A loop whose arguments hold JSON numbers or nesting orjson refuses is still counted:
     with the small thresholds the fourth identical call is denied."""

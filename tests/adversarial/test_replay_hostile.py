@@ -71,7 +71,6 @@ def fixture_gz_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 11 #4: readline() without a limit on a .gz line")
 def test_gzip_with_one_huge_line_stays_bounded(gz_bomb: Path, baseline_rss: int) -> None:
     """One 256 MiB line inside a small ``.gz`` is reported and skipped in bounded memory."""
     ran = replay(str(gz_bomb), "--format", "json")
@@ -82,7 +81,6 @@ def test_gzip_with_one_huge_line_stays_bounded(gz_bomb: Path, baseline_rss: int)
     assert grown < RSS_SLACK, f"peak RSS grew by {grown / MiB:.0f} MiB"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 #4: a .jsonl symlink to /dev/zero is read")
 def test_dev_zero_symlink_in_a_folder_is_skipped(tmp_path: Path, baseline_rss: int) -> None:
     """A ``*.jsonl`` symlink to a character device is skipped with a message; the rest is
     replayed, in bounded memory and time."""
@@ -97,7 +95,6 @@ def test_dev_zero_symlink_in_a_folder_is_skipped(tmp_path: Path, baseline_rss: i
     assert ran.peak - baseline_rss < RSS_SLACK
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 #4: a FIFO named *.jsonl blocks replay forever")
 def test_fifo_in_a_folder_is_skipped(tmp_path: Path) -> None:
     """A FIFO named ``*.jsonl`` in a folder is skipped, never opened for reading."""
     traces.write(tmp_path / "good.jsonl", "loopwarden", LOOP)
@@ -115,7 +112,6 @@ HOSTILE_RUN = "run\x1b[1A\x1b[2K\x1b[32mOK\x1b[0m"
 HOSTILE_TITLE = "deploy\x1b]0;pwned\x07 \x9b2J now"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 #5: control characters reach the text report")
 @pytest.mark.parametrize("verbose", [False, True], ids=["plain", "verbose"])
 def test_text_report_escapes_control_characters(tmp_path: Path, verbose: bool) -> None:
     """Tool names, run ids and titles from a trace cannot drive the terminal."""
@@ -133,7 +129,6 @@ def test_text_report_escapes_control_characters(tmp_path: Path, verbose: bool) -
 
 
 # -- defect 11: the output is one of the inputs -------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 11 #11: -o truncates an input before reading it")
 @pytest.mark.parametrize("fmt", ["text", "json", "html"])
 def test_output_that_is_an_input_is_refused(tmp_path: Path, fmt: str) -> None:
     """``replay t.jsonl -o t.jsonl`` refuses (usage error) and leaves the trace intact."""
@@ -145,7 +140,6 @@ def test_output_that_is_an_input_is_refused(tmp_path: Path, fmt: str) -> None:
     assert "t.jsonl" in ran.err
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 #11: -o truncates an input before reading it")
 def test_output_inside_an_input_folder_is_refused(tmp_path: Path) -> None:
     """Writing the report over a trace found in a folder given as input is refused too."""
     trace = traces.write(tmp_path / "t.jsonl", "loopwarden", LOOP)
@@ -165,7 +159,6 @@ def test_failed_replay_leaves_an_existing_report_alone(tmp_path: Path) -> None:
 
 
 # -- defect 12: a malformed first line ------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 11 #12: a bad first line skips the whole file")
 @pytest.mark.parametrize(
     "first",
     [b"\xff\xfe\x00binary\x01\n", b"{not json\n", b"[1, 2\n"],
@@ -205,7 +198,6 @@ def otel_file(path: Path, spans: int) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 11 #21: an OTel trace is held whole until EOF")
 def test_large_otel_trace_replays_in_bounded_memory(tmp_path: Path) -> None:
     """Replaying 40,000 spans of one trace needs about the memory of 4,000."""
     small = replay(str(otel_file(tmp_path / "small.jsonl", 4_000)), "--format", "json")
@@ -217,9 +209,6 @@ def test_large_otel_trace_replays_in_bounded_memory(tmp_path: Path) -> None:
 
 
 # -- found by this suite ----------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True, reason="issue 11 (new, N2): a corrupt .gz is reported as an internal error"
-)
 @pytest.mark.parametrize("damage", ["truncated", "not-gzip"])
 def test_corrupt_gzip_is_reported_clearly(tmp_path: Path, damage: str) -> None:
     """A truncated or non-gzip ``.gz`` input is skipped with a plain message, not an
@@ -234,9 +223,6 @@ def test_corrupt_gzip_is_reported_clearly(tmp_path: Path, damage: str) -> None:
     assert_clean_stderr(ran)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 11 (new, N4): a JSON document is read with a 1 GiB buffer"
-)
 def test_json_document_replays_under_a_modest_address_space_limit(tmp_path: Path) -> None:
     """A small JSON-document trace replays under ``ulimit -v`` 768 MiB (containers set such
     limits); today every document asks ``read()`` for 1 GiB at once and gets MemoryError."""

@@ -237,6 +237,37 @@ def claude_transcript(path: Path, canary: str) -> None:
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
 
 
+def codex_rollout(path: Path, canary: str) -> None:
+    """A Codex rollout: a call of a missing tool (answered "unsupported call") and a call
+    still waiting for its output, both with the canary in their arguments."""
+    arguments = orjson.dumps({"k": canary}).decode()
+    records = [{"type": "session_meta", "payload": {"id": "sess-codex"}}]
+    for n, name in enumerate(["no_such_tool", "shell"]):
+        records.append(
+            {
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call",
+                    "name": name,
+                    "arguments": arguments,
+                    "call_id": f"call_{n}",
+                },
+            }
+        )
+    records.insert(
+        2,
+        {
+            "type": "response_item",
+            "payload": {
+                "type": "function_call_output",
+                "call_id": "call_0",
+                "output": "unsupported call: no_such_tool",
+            },
+        },
+    )
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
 def hook_loop(env: dict[str, str], agent: str, canary: str, transcript: str, daemon: bool) -> bool:
     """Pre/Post events of one looping call (canary in input, response, errors); True if stopped."""
     secret_input = {"command": f"curl -H 'X-Token: {canary}'", "env": {"TOKEN": canary}}
@@ -285,8 +316,11 @@ def test_hooks_keep_no_secret(
     record = tmp_path / "records" / "run.jsonl"
     write_config(hook_env, {**SMALL, "loopwarden": {"runRecord": str(record)}})
     transcript = tmp_path / "transcript.jsonl"
-    claude_transcript(transcript, canary)
-    path = str(transcript) if agent == "claude-code" else ""
+    if agent == "codex":
+        codex_rollout(transcript, canary)  # read by Codex's hooks: pending calls are kept
+    else:
+        claude_transcript(transcript, canary)
+    path = str(transcript) if agent != "gemini" else ""
     stopped = hook_loop(hook_env, agent, canary, path, daemon)
     assert stopped, "the loop was never stopped: the test did not reach every path"
     assert record.exists() and (state_dir(hook_env) / "hook.log").exists()
@@ -346,9 +380,6 @@ def test_replay_reports_keep_no_secret(tmp_path: Path, canary: str, fmt: str) ->
         assert not leaks(canary, ran.stderr), ran.err
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 11 (new, N3): config check prints the store URL's password"
-)
 def test_config_check_keeps_no_secret_from_the_config(tmp_path: Path, canary: str) -> None:
     """A store URL with a password is shown redacted by ``config check`` (text and JSON), as
     docs/stores-redis.md promises for every message."""

@@ -75,13 +75,8 @@ def codex_rollout(path: Path, secret: str) -> None:
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
 
 
-UNPAIRED = pytest.mark.xfail(
-    strict=True, reason="issue 11 #2: unpaired tool_use input stored in state.db"
-)
-
-
 # Claude Code's transcript is not read since its PostToolBatch hook (issue 10).
-@pytest.mark.parametrize("agent", ["claude-code", pytest.param("codex", marks=UNPAIRED)])
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
 def test_unpaired_transcript_calls_leave_no_raw_arguments(
     hook_env: dict[str, str], tmp_path: Path, agent: str
 ) -> None:
@@ -107,13 +102,7 @@ def modes(directory: Path) -> dict[str, int]:
     return found
 
 
-LOG_FIRST = pytest.param(
-    "log-first",
-    marks=pytest.mark.xfail(strict=True, reason="issue 11 #3: write_log creates the dir 0755"),
-)
-
-
-@pytest.mark.parametrize("order", [LOG_FIRST, "store-first"])
+@pytest.mark.parametrize("order", ["log-first", "store-first"])
 def test_state_dir_is_private(hook_env: dict[str, str], order: str) -> None:
     """The state directory is 0700 whether a log line or the store creates it first."""
     with umask(0o022):
@@ -123,7 +112,6 @@ def test_state_dir_is_private(hook_env: dict[str, str], order: str) -> None:
     assert modes(state_dir(hook_env))["."] == 0o700
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 #3: state.db and its WAL are created 0644")
 @pytest.mark.parametrize("order", ["log-first", "store-first"])
 def test_state_files_are_private(hook_env: dict[str, str], order: str) -> None:
     """state.db, its WAL and shared-memory files and hook.log are 0600 under umask 022."""
@@ -146,7 +134,6 @@ def test_state_files_are_private(hook_env: dict[str, str], order: str) -> None:
     assert not loose, f"readable by others: {loose}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 #3: the run record is created 0644")
 def test_run_record_is_private(tmp_path: Path) -> None:
     """A run record (raw params when logParams is on) is created 0600, its new dir 0700."""
     import loopwarden as lw

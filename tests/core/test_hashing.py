@@ -65,7 +65,10 @@ class TestCanonical:
 
     def test_bytes_are_tagged_base64(self) -> None:
         """Bytes become a tagged base64 value, distinct from the same text."""
-        assert canonical_bytes(b"hi") == b'{"$bytes":"aGk="}'
+        # The space after the tag's colon: compact JSON of plain data never has one, so
+        # a mapping {"$bytes": "aGk="} (a tool result can be anything) hashes apart.
+        assert canonical_bytes(b"hi") == b'{"$bytes": "aGk="}'
+        assert digest(b"hi") != digest({"$bytes": "aGk="})
         assert digest(b"hi") == digest(bytearray(b"hi")) == digest(memoryview(b"hi"))
         assert digest(b"hi") != digest("hi")
 

@@ -61,7 +61,11 @@ class CommandFailure(click.ClickException):
 
 def echo_error(prog: str, message: str) -> None:
     """``PROG: error: MESSAGE`` on stderr, the one shape of every command's errors."""
-    click.echo(f"{prog}: error: {message}", err=True)
+    from .._util import printable
+
+    # One line per problem; a name from a file or trace must not drive the terminal.
+    text = "\n".join(printable(line) for line in str(message).split("\n"))
+    click.echo(f"{prog}: error: {text}", err=True)
 
 
 def run_command(command: click.Command, argv: Sequence[str], prog: str, **extra: Any) -> int:

@@ -262,6 +262,10 @@ def _settings(config: Config) -> dict[str, dict[str, Any]]:
             value = {key: getattr(value, name) for key, name in TELEMETRY_KEYS.items()}
         elif isinstance(value, frozenset):
             value = sorted(value)
+        elif attr == "store" and isinstance(value, str):
+            from ..stores._redis_url import redact
+
+            value = redact(value)  # a store URL's password is never printed
         source = "loopwarden" if given.get(key) is not None else "default"
         if source == "default" and getattr(defaults, attr) != getattr(settings, attr):
             source = "loopwarden"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import stat
 import sys
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -128,7 +131,7 @@ def replay_command(
     engine: str,
     ray_address: str | None,
 ) -> int:
-    from .._util import package_version
+    from .._util import package_version, printable
     from ..fleet.replay import replay_shards
     from ..report import ReplayMeta, writer_for
 
@@ -145,6 +148,7 @@ def replay_command(
             err=True,
         )
     shards = plan(paths, forced)
+    _refuse_input_as_output(output, shards)
     meta = ReplayMeta(
         config_source=config_path,
         agent=agent,
@@ -169,12 +173,13 @@ def replay_command(
             nonlocal shown
             shown += 1
             if shown <= MAX_PROBLEMS_SHOWN:
-                echo_err(bar, f"{err_style('skipped', fg='yellow')} {where}: {reason}")
+                tag = err_style("skipped", fg="yellow")
+                echo_err(bar, f"{tag} {printable(where)}: {printable(reason)}")
             elif shown == MAX_PROBLEMS_SHOWN + 1:
                 echo_err(bar, "… further malformed records are counted, not shown")
 
         def on_error(message: str) -> None:
-            echo_err(bar, f"{err_style('error', fg='red')} {message}")
+            echo_err(bar, f"{err_style('error', fg='red')} {printable(message)}")
 
         # A report that shares the terminal with the bar is written below it.
         runs: RunWriter = writer
@@ -212,18 +217,58 @@ def replay_command(
     return EXIT_OK
 
 
+def _refuse_input_as_output(output: str, shards: Sequence[Any]) -> None:
+    """``-o`` naming one of the inputs (given, or found in a folder) is a usage error:
+    the report would replace the trace it is made from."""
+    if output == "-":
+        return
+    try:
+        target = os.stat(output)
+    except OSError:
+        return  # a new file cannot be an input
+    for shard in shards:
+        path = getattr(shard, "path", None)
+        if path is None:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+            raise UsageFailure(
+                f"the output {output} is one of the inputs ({shard.name}); "
+                "write the report to another file"
+            )
+
+
 class _Output:
-    """The report's destination, stdout or a file (``-o``), as bytes and as text."""
+    """The report's destination, stdout or a file (``-o``), as bytes and as text.
+
+    A file is written under a temporary name next to it and renamed into place
+    when the report is complete: an interrupted or failed replay never leaves a
+    half-written report, nor truncates an existing one.
+    """
 
     def __init__(self, output: str) -> None:
         self.to_stdout = output == "-"
+        self.output = output
+        self.temp: str | None = None
         self.handle: IO[bytes] | None = None
         self.wrapper: io.TextIOWrapper | None = None
         self.binary: IO[bytes] = sys.stdout.buffer
         self.text: IO[str] = sys.stdout
         if not self.to_stdout:
+            import tempfile
+
+            directory = os.path.dirname(os.path.abspath(output))
             try:
-                self.handle = open(output, "wb")  # noqa: SIM115 - closed in __exit__
+                if _special(output):  # /dev/stdout, a FIFO: written as it is
+                    self.handle = open(output, "wb")  # noqa: SIM115 - closed in __exit__
+                else:
+                    fd, self.temp = tempfile.mkstemp(
+                        prefix=f".{os.path.basename(output)}.", suffix=".tmp", dir=directory
+                    )
+                    self.handle = os.fdopen(fd, "wb")
             except OSError as exc:
                 raise UsageFailure(f"cannot write {output}: {exc.strerror or exc}") from None
             self.binary = self.handle
@@ -234,12 +279,41 @@ class _Output:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self.wrapper is not None:
-            self.wrapper.flush()
-            self.wrapper.detach()  # the file itself is closed once, just below
-        if self.handle is not None:
-            self.handle.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        try:
+            if self.wrapper is not None:
+                self.wrapper.flush()
+                self.wrapper.detach()  # the file itself is closed once, just below
+            if self.handle is not None:
+                self.handle.close()
+            if self.temp is not None and exc_type is None:
+                _keep_mode(self.output, self.temp)
+                os.replace(self.temp, self.output)
+                self.temp = None
+        except OSError as error:
+            raise UsageFailure(f"cannot write {self.output}: {error.strerror or error}") from None
+        finally:
+            if self.temp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.temp)
+
+
+def _special(output: str) -> bool:
+    try:
+        return not stat.S_ISREG(os.stat(output).st_mode)
+    except OSError:
+        return False
+
+
+def _keep_mode(output: str, temp: str) -> None:
+    """The report gets the mode a new file would (mkstemp makes it 0600), or the old one's."""
+    try:
+        mode = os.stat(output).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(temp, mode)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -108,7 +108,7 @@ def tune_command(
     engine: str,
     ray_address: str | None,
 ) -> int:
-    from .._util import package_version
+    from .._util import package_version, printable
     from ..tune import (
         GridError,
         LabelBook,
@@ -156,11 +156,12 @@ def tune_command(
     def on_shard(result: Any) -> None:
         nonlocal shown
         for where, reason in result.problems:
-            if shown < MAX_PROBLEMS_SHOWN:
-                _err(bar, f"{err_style('skipped', fg='yellow')} {where}: {reason}")
+            if shown < MAX_PROBLEMS_SHOWN:  # names from traces: escaped for the terminal
+                tag = err_style("skipped", fg="yellow")
+                _err(bar, f"{tag} {printable(where)}: {printable(reason)}")
             shown += 1
         if result.error is not None and result.error != "empty input":
-            _err(bar, f"{err_style('error', fg='red')} {result.error}")
+            _err(bar, f"{err_style('error', fg='red')} {printable(result.error)}")
         if bar is not None:
             bar.update(result.shard.size)
 

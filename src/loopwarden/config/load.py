@@ -110,6 +110,10 @@ class Config:
     def for_agent(self, agent_id: str | None = None) -> LoopDetectionConfig:
         """The effective loop-detection config of ``agent_id`` (or the global one)."""
         key = normalize_agent_id(agent_id) if agent_id is not None else ""
+        if key not in self._agents:
+            # No block of its own: the global config. Cached once, so any number of
+            # agent ids costs no memory (the cache holds the listed agents alone).
+            key, agent_id = "", None
         cached = self._cache.get(key)
         if cached is None:
             cached = self._cache[key] = build(*merge(*self._layers(agent_id)))
@@ -270,22 +274,65 @@ def _with_lines(issues: list[ConfigIssue], text: str, file: str) -> list[ConfigI
 _JSON5_ERROR = re.compile(r"^<string>:(\d+)\s*(.*)$", re.DOTALL)
 
 
+MAX_DEPTH = 32
+"""Config files nested deeper than this (objects and arrays) are refused before parsing."""
+
+# Strings and comments of JSON5 text, skipped when counting brackets.
+# (Patterns as text: re compiles and caches them on first use, not at import.)
+_SKIPPED = r'(?s)"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|//[^\n]*|/\*.*?\*/'
+_BRACKETS = r"[\[\]{}]"
+_FAIL_CLOSED_TEXT = r"""["']?failMode["']?\s*:\s*["']closed["']"""
+
+
+def _depth_line(text: str) -> int | None:
+    """The line where ``text`` first nests deeper than :data:`MAX_DEPTH`, or None."""
+    depth = 0
+    bare = re.sub(_SKIPPED, lambda m: "\n" * m[0].count("\n"), text)
+    for match in re.finditer(_BRACKETS, bare):
+        depth += 1 if match[0] in "[{" else -1
+        if depth > MAX_DEPTH:
+            return match.string.count("\n", 0, match.start()) + 1
+    return None
+
+
+def _fails_closed(raw: Any) -> bool:
+    settings = raw.get("loopwarden") if isinstance(raw, Mapping) else None
+    return isinstance(settings, Mapping) and settings.get("failMode") == "closed"
+
+
+def _refused(issues: list[ConfigIssue], fail_closed: bool) -> ConfigError:
+    error = ConfigError(issues)
+    error.fail_closed = fail_closed
+    return error
+
+
 def _load_text(text: str, file: str) -> Config:
     import json5
 
+    # A file that cannot be parsed still says what to do when it is broken.
+    closed = re.search(_FAIL_CLOSED_TEXT, text) is not None
+    deep = _depth_line(text)
+    if deep is not None:
+        message = f"nested deeper than {MAX_DEPTH} levels (objects and arrays)"
+        raise _refused([ConfigIssue("", message, file=file, line=deep)], closed)
     try:
         raw = json5.loads(text)
     except ValueError as exc:
         match = _JSON5_ERROR.match(str(exc))
         line = int(match.group(1)) if match else None
         reason = match.group(2) if match else str(exc)
-        raise ConfigError(
-            [ConfigIssue("", f"not valid JSON5: {reason}", file=file, line=line)]
+        raise _refused(
+            [ConfigIssue("", f"not valid JSON5: {reason}", file=file, line=line)], closed
         ) from None
+    except RecursionError:  # the bracket count missed something: still a config error
+        message = f"nested deeper than {MAX_DEPTH} levels (objects and arrays)"
+        raise _refused([ConfigIssue("", message, file=file)], closed) from None
+    if raw is None:
+        raise _refused([ConfigIssue("", "expected a config object, got null", file=file)], closed)
     issues: list[ConfigIssue] = []
     config = _parse(raw, issues)
     if issues:
-        raise ConfigError(_with_lines(issues, text, file))
+        raise _refused(_with_lines(issues, text, file), _fails_closed(raw))
     config.source = file
     config._text = text
     return config
@@ -317,7 +364,7 @@ def load_config(source: ConfigSource) -> Config:
     issues: list[ConfigIssue] = []
     config = _parse(source, issues)
     if issues:
-        raise ConfigError(issues)
+        raise _refused(issues, _fails_closed(source))
     return config
 
 

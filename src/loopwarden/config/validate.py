@@ -31,17 +31,31 @@ __all__ = ["mapping", "validate_block", "validate_settings", "validate_telemetry
 
 def _suggest(key: str, allowed: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = f"; did you mean {close[0]!r}?" if close else "."
     return f"unknown key{hint} Allowed keys: {', '.join(allowed)}"
+
+
+def _member(key: Any) -> str | int:
+    """A mapping key as a path part: never an int, which would read as a list index."""
+    return key if isinstance(key, str) else repr(key)
+
+
+MAX_TTL_SECONDS = 10 * 365 * 86400
+"""The longest ``stateTtlSeconds`` (ten years)."""
+MAX_INT = 1_000_000_000
+"""The largest count or threshold a config may set (anything above is a mistake)."""
 
 
 def _positive_int(value: Any, path: PathKey, issues: list[ConfigIssue]) -> int | None:
     if isinstance(value, bool):
         pass
-    elif isinstance(value, int) and value >= 1:
+    elif isinstance(value, int) and 1 <= value <= MAX_INT:
         return value
-    elif isinstance(value, float) and value.is_integer() and value >= 1:
+    elif isinstance(value, float) and value.is_integer() and 1 <= value <= MAX_INT:
         return int(value)
+    elif isinstance(value, (int, float)) and value > MAX_INT:
+        issues.append(ConfigIssue(format_path(path), f"at most {MAX_INT:,} allowed, got {value!r}"))
+        return None
     issues.append(
         ConfigIssue(format_path(path), f"expected a positive integer (1 or more), got {value!r}")
     )
@@ -73,7 +87,7 @@ def _validate_sub(
         return None
     clean: dict[str, Any] = {}
     for key, item in block.items():
-        sub = (*path, key)
+        sub = (*path, _member(key))
         if key not in fields:
             issues.append(ConfigIssue(format_path(sub), _suggest(str(key), fields)))
         elif item is not None:
@@ -92,7 +106,7 @@ def validate_block(block: Any, path: PathKey, issues: list[ConfigIssue]) -> dict
     if block_map is None:
         return clean
     for key, value in block_map.items():
-        sub = (*path, key)
+        sub = (*path, _member(key))
         if key not in BLOCK_KEYS:
             issues.append(ConfigIssue(format_path(sub), _suggest(str(key), BLOCK_KEYS)))
         elif value is None:
@@ -127,7 +141,7 @@ def _validate_profile(value: Any, path: PathKey, issues: list[ConfigIssue]) -> O
     block = mapping(value, path, issues) or {}
     kwargs: dict[str, Any] = {}
     for key, item in block.items():
-        sub = (*path, key)
+        sub = (*path, _member(key))
         if key not in PROFILE_KEYS:
             issues.append(ConfigIssue(format_path(sub), _suggest(str(key), PROFILE_KEYS)))
         elif key == "volatileKeys":
@@ -164,7 +178,7 @@ def validate_telemetry(value: Any, path: PathKey, issues: list[ConfigIssue]) -> 
         return TelemetrySettings()
     kwargs: dict[str, Any] = {"enabled": True}
     for key, item in value.items():
-        sub = (*path, key)
+        sub = (*path, _member(key))
         attr = TELEMETRY_KEYS.get(key)
         if attr is None:
             issues.append(ConfigIssue(format_path(sub), _suggest(str(key), TELEMETRY_KEYS)))
@@ -187,7 +201,7 @@ def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
         return Settings()
     kwargs: dict[str, Any] = {}
     for key, item in block.items():
-        sub = (*path, key)
+        sub = (*path, _member(key))
         if key not in SETTINGS_KEYS:
             issues.append(ConfigIssue(format_path(sub), _suggest(str(key), SETTINGS_KEYS)))
         elif item is None:
@@ -217,11 +231,19 @@ def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
             if checked is not None:
                 kwargs["log_params"] = checked
         elif key == "stateTtlSeconds":
-            if isinstance(item, (int, float)) and not isinstance(item, bool) and item > 0:
+            if (
+                isinstance(item, (int, float))
+                and not isinstance(item, bool)
+                and 0 < item <= MAX_TTL_SECONDS
+            ):
                 kwargs["state_ttl_seconds"] = float(item)
             else:
                 issues.append(
-                    ConfigIssue(format_path(sub), f"expected a positive number, got {item!r}")
+                    ConfigIssue(
+                        format_path(sub),
+                        f"expected a positive number of seconds (at most {MAX_TTL_SECONDS}), "
+                        f"got {item!r}",
+                    )
                 )
         elif key == "telemetry":
             kwargs["telemetry"] = validate_telemetry(item, sub, issues)

@@ -10,6 +10,7 @@ whatever runs them.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 from collections.abc import Sequence
@@ -54,6 +55,8 @@ class Shard:
     """The format, when it is known (forced, or sniffed for a split)."""
     size: int = 0
     """Bytes of input this shard reads (for progress)."""
+    walked: bool = False
+    """Found in a folder or by a glob: read only if it is a regular file."""
 
     @property
     def is_range(self) -> bool:
@@ -103,20 +106,21 @@ def _trace_name(path: str) -> bool:
     return bare.endswith((".jsonl", ".json", ".ndjson"))
 
 
-def _local_paths(given: str) -> list[tuple[str, Path | None]]:
-    """Local inputs of one argument: a file, a folder (walked), a glob, or ``-``."""
+def _local_paths(given: str) -> list[tuple[str, Path | None, bool]]:
+    """Local inputs of one argument: a file, a folder (walked), a glob, or ``-``; with
+    whether each was found (in a folder or by a glob) rather than named."""
     if given != "-" and not os.path.exists(given) and _GLOB_CHARS & set(given):
         matches = sorted(glob.glob(given, recursive=True))
         if not matches:
             raise TraceInputError(f"no file matches {given}")
-        out: list[tuple[str, Path | None]] = []
+        out: list[tuple[str, Path | None, bool]] = []
         for match in matches:
             if os.path.isdir(match):
-                out.extend((s.name, s.path) for s in expand_paths([match]))
+                out.extend((s.name, s.path, True) for s in expand_paths([match]))
             else:
-                out.append((match, Path(match)))
+                out.append((match, Path(match), True))
         return out
-    return [(s.name, s.path) for s in expand_paths([given])]
+    return [(s.name, s.path, s.walked) for s in expand_paths([given])]
 
 
 def plan_shards(
@@ -136,7 +140,7 @@ def plan_shards(
                 shards.append(Shard(index, 0, name, None, url=url, fmt=input_format, size=size))
                 index += 1
             continue
-        for name, path in _local_paths(given):
+        for name, path, walked in _local_paths(given):
             if path is None:
                 if not seen_stdin:
                     shards.append(Shard(index, 0, name, None, fmt=input_format))
@@ -147,7 +151,8 @@ def plan_shards(
                 size = path.stat().st_size
             except OSError:
                 size = 0
-            shards.extend(_split(index, name, str(path), size, input_format, split_bytes))
+            found = _split(index, name, str(path), size, input_format, split_bytes)
+            shards.extend(dataclasses.replace(s, walked=walked) for s in found)
             index += 1
     return shards
 

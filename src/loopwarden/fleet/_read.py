@@ -26,7 +26,7 @@ def shard_source(shard: Shard, path: str | None = None) -> Source:
     part = None
     if shard.is_range and shard.end is not None:
         part = ByteRange(shard.start, shard.end, shard.first_line, shard.fmt or "chat")
-    return Source(shard.name, Path(local) if local is not None else None, part)
+    return Source(shard.name, Path(local) if local is not None else None, part, shard.walked)
 
 
 @contextlib.contextmanager

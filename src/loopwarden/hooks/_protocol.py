@@ -100,10 +100,10 @@ def forward(argv: "list[str]", payload: bytes) -> "tuple[int, bytes, bytes] | No
     env = _environ()
     path = socket_path(env)
     try:
-        st = _posix.stat(path.rpartition("/")[0])
+        st = _posix.lstat(path.rpartition("/")[0])  # a symlink is never followed
     except OSError:
         return None
-    if st.st_uid != _posix.getuid() or st.st_mode & 0o077:
+    if st.st_mode & 0o170000 != 0o040000 or st.st_uid != _posix.getuid() or st.st_mode & 0o077:
         return None  # never talk to a socket in a directory others control
     try:
         import _socket

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._logging import logger
 from ..config import load_config
+from ..errors import ConfigError
 from ..guard import LoopGuard
 from ..stores import SideRecords
 from ..stores.sqlite import SQLiteStore
@@ -120,12 +121,16 @@ class HookContext:
             from ..telemetry import resolve_telemetry
 
             telemetry = resolve_telemetry(None, config.settings.telemetry, prometheus=metrics)
-        guard = LoopGuard(
-            config,
-            store=store_url(opts, env, cwd, config),
-            run_record=record,
-            telemetry=telemetry,
-        )
+        try:
+            guard = LoopGuard(
+                config,
+                store=store_url(opts, env, cwd, config),
+                run_record=record,
+                telemetry=telemetry,
+            )
+        except ConfigError as exc:  # e.g. a malformed store URL in a valid file
+            exc.fail_closed = exc.fail_closed or config.settings.fail_mode == "closed"
+            raise
         store = guard.store
         side: SideRecords
         if isinstance(store, SideRecords):

@@ -43,6 +43,9 @@ DEFAULT_IDLE_SECONDS = 900.0
 CONTROL = "LWC1"
 _WORKERS = 4
 _STALE_CHECK_SECONDS = 2.0
+_LOCK_FD = 3  # where a spawned helper finds the lock its starter took
+# How long a stopping helper waits for events in progress before it exits anyway.
+_STOP_GRACE_SECONDS = 5.0
 
 
 def _idle_seconds(env: Mapping[str, str]) -> float:
@@ -54,17 +57,37 @@ def _idle_seconds(env: Mapping[str, str]) -> float:
 
 
 def _private_dir(path: str) -> bool:
-    """Create the runtime directory (0700); refuse one that another user controls."""
+    """Create the runtime directory (0700); refuse a symlink, or one another user owns.
+
+    A symlink is refused rather than followed: under ``/tmp`` anyone can plant
+    one, and its target would be chmod'ed and get the helper's socket.
+    """
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        logger.warning(
+            "loopwarden hook: runtime directory %s refused (%s); no hook helper "
+            "(a symlink is never followed)",
+            path,
+            exc.strerror or exc,
+        )
+        return False
+    try:
+        st = os.fstat(fd)
         if st.st_uid != os.getuid():
+            logger.warning(
+                "loopwarden hook: runtime directory %s belongs to another user; no hook helper",
+                path,
+            )
             return False
         if st.st_mode & 0o077:
-            os.chmod(path, 0o700)
+            os.fchmod(fd, 0o700)
         return True
     except OSError:
         return False
+    finally:
+        os.close(fd)
 
 
 class _SourceWatch:
@@ -196,14 +219,20 @@ class _Server:
             return self.active == 0 and time.monotonic() - self.last > self.idle
 
 
-def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS) -> int:
-    """Run the helper on ``path`` until idle, stopped or outdated. Returns an exit code."""
+def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS, lock_fd: int | None = None) -> int:
+    """Run the helper on ``path`` until idle, stopped or outdated. Returns an exit code.
+
+    ``lock_fd``: the helper lock, already taken by the hook that started this helper.
+    """
     import fcntl
 
     directory = os.path.dirname(path)
     if not _private_dir(directory):
         return 1
-    lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    if lock_fd is None:
+        lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    else:
+        os.set_inheritable(lock_fd, False)
     deadline = time.monotonic() + 3.0
     while True:
         try:
@@ -229,14 +258,22 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS) -> int:
         Path(path + ".pid").write_text(f"{os.getpid()}\n")
         # Every worker accepts by itself: an event wakes exactly one thread, with
         # no hand-over between threads on the way (that would add latency).
+        # Daemon threads: a worker stuck on an event (a file system that hangs) must not
+        # keep a stopped helper alive; its caller gives up on its own timeout.
         workers = [
-            threading.Thread(target=server.work, args=(sock,), name=f"loopwarden-hook-{n}")
+            threading.Thread(
+                target=server.work, args=(sock,), name=f"loopwarden-hook-{n}", daemon=True
+            )
             for n in range(_WORKERS)
         ]
         for worker in workers:
             worker.start()
+        while not server.stopping.wait(1.0):
+            if not any(worker.is_alive() for worker in workers):
+                break  # every worker died (a bug): exit rather than keep a dead socket
+        deadline = time.monotonic() + _STOP_GRACE_SECONDS
         for worker in workers:
-            worker.join()
+            worker.join(max(0.0, deadline - time.monotonic()))
         # No new connections once the path is gone; then answer those already
         # queued, so that no event reaches a helper that never answers it.
         with contextlib.suppress(OSError):
@@ -290,52 +327,103 @@ def ping(env: Mapping[str, str]) -> int | None:
     return _control(env, "ping")
 
 
-def stop(env: Mapping[str, str], wait: float = 5.0) -> bool:
-    """Ask the running helper to exit and wait until its socket is gone."""
+def stop(env: Mapping[str, str], wait: float = _STOP_GRACE_SECONDS + 2.0) -> bool:
+    """Ask the running helper to exit and wait until it has; one that does not is
+    terminated (its socket removed), so no socket outlives a stop."""
     pid = _control(env, "stop")
     if pid is None:
         return False
-    deadline = time.monotonic() + wait
     path = socket_path(env)
-    while time.monotonic() < deadline and os.path.exists(path):
-        time.sleep(0.02)
+    if _gone(pid, path, wait):
+        return True
+    import signal
+
+    logger.warning("loopwarden: the hook helper (pid %d) did not stop; terminating it", pid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+        if _gone(pid, None, 2.0):
+            break
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.unlink(path + ".pid")
     return True
+
+
+def _gone(pid: int, path: str | None, wait: float) -> bool:
+    """Wait until the helper's process has exited and (if given) its socket is gone."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            os.kill(pid, 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        except OSError:
+            alive = True
+        if not alive and (path is None or not os.path.exists(path)):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
 
 
 def spawn(env: Mapping[str, str]) -> bool:
-    """Start a helper in the background (detached, no inherited pipes). Best effort."""
+    """Start a helper in the background (detached, no inherited pipes). Best effort.
+
+    The helper lock is taken here, before the helper starts, and handed to it: of
+    many hooks that find no helper at once, exactly one starts a helper, and none
+    does while one is running or still starting.
+    """
     if not hasattr(os, "posix_spawn") or not hasattr(socket, "AF_UNIX"):
         return False
+    import fcntl
+
     path = socket_path(env)
     if not _private_dir(runtime_dir(env)):
         return False
-    code = (
-        "import sys; del sys.path[0]; from loopwarden.hooks.daemon import main; "
-        "raise SystemExit(main(sys.argv[1:]))"
-    )
-    argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(_idle_seconds(env))]
-    devnull = os.devnull
     try:
-        os.posix_spawn(
-            sys.executable,
-            argv,
-            dict(os.environ),
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0),
-            ],
-            setsid=True,  # not part of the agent's process group: survives the hook
-        )
+        lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError:
-        logger.warning("loopwarden hook: could not start the hook helper", exc_info=True)
         return False
-    return True
+    try:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a helper runs, or another hook is starting one
+        code = (
+            "import sys; del sys.path[0]; from loopwarden.hooks.daemon import main; "
+            "raise SystemExit(main(sys.argv[1:]))"
+        )
+        argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(_idle_seconds(env))]
+        argv += ["--lock-fd", str(_LOCK_FD)]
+        devnull = os.devnull
+        try:
+            os.posix_spawn(
+                sys.executable,
+                argv,
+                dict(os.environ),
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, lock_fd, _LOCK_FD),  # the lock goes with it
+                ],
+                setsid=True,  # not part of the agent's process group: survives the hook
+            )
+        except OSError:
+            logger.warning("loopwarden hook: could not start the hook helper", exc_info=True)
+            return False
+        return True
+    finally:
+        os.close(lock_fd)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="loopwarden-hook-helper")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_SECONDS)
+    parser.add_argument("--lock-fd", type=int, default=None)
     args = parser.parse_args(argv)
-    return serve(args.socket, args.idle)
+    return serve(args.socket, args.idle, args.lock_fd)

@@ -90,13 +90,16 @@ def write_log(env: Mapping[str, str], lines: list[Line], context: str, cwd: str 
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     text = "".join(f"{stamp} {context} {line}\n" for _, line, _ in lines)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # 0700 whoever creates the directory first, the log or the store (issue 11).
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             if path.stat().st_size > _LOG_MAX_BYTES:
                 os.replace(path, path.with_name(path.name + ".1"))
         except FileNotFoundError:
             pass
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # Non-blocking: a FIFO put where the log goes must not hang the hook.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY
+        fd = os.open(path, flags, 0o600)
         try:
             os.write(fd, text.encode("utf-8", "replace"))
         finally:

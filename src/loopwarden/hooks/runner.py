@@ -19,6 +19,7 @@ remembered in a small side record next to the transcript offset.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
@@ -206,8 +207,20 @@ def _process(
     try:
         entry = ctx.guard_for(opts, env, cwd)
     except ConfigError as exc:
-        logger.error("loopwarden hook: %s; every call is allowed until this is fixed", exc)
-        return Answer({})
+        if not exc.fail_closed:
+            logger.error("loopwarden hook: %s; every call is allowed until this is fixed", exc)
+            return Answer({})
+        # failMode "closed" (as the broken file says): deny, as for any internal failure.
+        logger.error("loopwarden hook: %s; failMode is closed: calls are denied until fixed", exc)
+        if kind != "pre":
+            return Answer({})
+        return Answer(
+            adapter.deny(
+                name,
+                "loopwarden: the loopwarden config is invalid and its failMode is "
+                "closed, so this call is denied; the user must fix the config file.",
+            )
+        )
     agent_id = agent_id_for(opts, env)
     step = step_session(entry.side, adapter, kind, event, session, agent_id)
     if kind == "end":
@@ -241,8 +254,10 @@ def _answer(
     try:
         event = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
-        logger.warning("loopwarden hook: the event on stdin is not JSON (%s); allowed", exc)
-        return Reply(0, b"{}", ""), context
+        event = _lenient(payload)
+        if event is None:
+            logger.warning("loopwarden hook: the event on stdin is not JSON (%s); allowed", exc)
+            return Reply(0, b"{}", ""), context
     if not isinstance(event, dict):
         logger.warning(
             "loopwarden hook: the event on stdin is a JSON %s, not an object; allowed",
@@ -254,6 +269,60 @@ def _answer(
         context = f"{context} session={session}"
     answer = _process(ctx, opts, env, cwd, event)
     return Reply(answer.code, orjson.dumps(answer.json), answer.err), context
+
+
+# Valid JSON that orjson refuses: numbers beyond 64 bits or double range, nesting
+# past 1024. Such an event is still counted: subtrees nested deeper than this are
+# replaced by the digest of their text, numbers Python cannot hold become Decimals.
+_LENIENT_DEPTH = 200
+_TOKENS = rb'"(?:[^"\\]|\\.)*"|[\[\]{}]'  # compiled when needed (rarely): hook start-up
+
+
+def _number(kind: type[int | float]) -> Any:
+    """A number as usual; one Python cannot hold (a 5,000-digit int, 1e400) as a Decimal."""
+    import decimal
+
+    def parse(text: str) -> Any:
+        if len(text) <= 300:
+            value = kind(text)
+            if value - value == 0:  # not inf
+                return value
+        return decimal.Decimal(text)
+
+    return parse
+
+
+def _lenient(payload: bytes) -> Any:
+    """The event as Python's json reads it (None if it is not JSON either)."""
+    import hashlib
+    import json
+
+    parts: list[bytes] = []
+    depth = 0
+    start = done = 0
+    for match in re.finditer(_TOKENS, payload):
+        token = match[0]
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth == _LENIENT_DEPTH + 1:
+                start = match.start()
+        elif token in (b"]", b"}"):
+            if depth == _LENIENT_DEPTH + 1:
+                deep = payload[start : match.end()]
+                parts += [
+                    payload[done:start],
+                    b'"$deep:',
+                    hashlib.sha256(deep).hexdigest().encode(),
+                    b'"',
+                ]
+                done = match.end()
+            depth -= 1
+    parts.append(payload[done:])
+    try:
+        text = b"".join(parts).decode("utf-8")
+        return json.loads(text, parse_int=_number(int), parse_float=_number(float))
+    except (ValueError, RecursionError):
+        return None
 
 
 def handle(

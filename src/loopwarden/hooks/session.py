@@ -23,7 +23,7 @@ import orjson
 from .._logging import logger
 from ..stores import SideRecords
 from .agents import Adapter, BatchEntry, Kind
-from .transcript import Cursor, Found, UnknownCall, scan
+from .transcript import Cursor, Found, UnknownCall, Window, read_window, scan
 
 __all__ = ["SessionStep", "remember_stop", "session_key", "step_session"]
 
@@ -71,6 +71,17 @@ def _load(old: bytes | None) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {}
 
 
+def _offset(side: SideRecords, key: str, transcript: str) -> int | None:
+    """Where the session's transcript was read up to, read without a write lock."""
+    try:
+        read = getattr(side, "read_value", None)
+        old = read(key) if read is not None else side.transact_value(key, lambda v: (v, v))
+    except Exception:
+        logger.debug("loopwarden hook: could not read the session record", exc_info=True)
+        return None
+    return Cursor.load(_load(old).get("t"), transcript).offset
+
+
 def step_session(
     side: SideRecords,
     adapter: Adapter,
@@ -89,6 +100,12 @@ def step_session(
     transcript = _str(event.get("transcript_path"))
     fmt = adapter.transcript
     scan_now = fmt is not None and transcript is not None and kind in _SCAN_KINDS[fmt]
+    key = session_key(adapter.name, agent_id, session)
+    window: Window | None = None
+    if scan_now and transcript is not None:
+        # Never inside the transaction: a slow or blocking file would hold the store's
+        # write lock for every session on the machine.
+        window = read_window(transcript, _offset(side, key, transcript))
 
     def step(old: bytes | None) -> tuple[bytes, SessionStep]:
         data = _load(old)
@@ -104,7 +121,7 @@ def step_session(
         found = Found([])
         if scan_now and fmt is not None and transcript is not None:
             cursor = Cursor.load(data.get("t"), transcript)
-            found = scan(fmt, cursor)
+            found = scan(fmt, cursor, window)
             data["t"] = cursor.dump()
         arm = False
         carried = data.get("arm")
@@ -129,7 +146,7 @@ def step_session(
         return orjson.dumps(data), SessionStep(run, found.unknown, arm, None, found.calls, split)
 
     try:
-        return side.transact_value(session_key(adapter.name, agent_id, session), step)
+        return side.transact_value(key, step)
     except Exception:
         logger.exception("loopwarden hook: could not read the session record; continuing")
         return SessionStep(explicit or session, [], kind == "compact")

@@ -20,15 +20,27 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import orjson
 
+from .._canonical import digest
+from .._logging import logger
 from .agents import BatchEntry, Call, scrub_gemini_shell
 
-__all__ = ["FIRST_TAIL", "MAX_READ", "Cursor", "Found", "UnknownCall", "scan"]
+__all__ = [
+    "FIRST_TAIL",
+    "MAX_READ",
+    "Cursor",
+    "Found",
+    "UnknownCall",
+    "Window",
+    "read_window",
+    "scan",
+]
 
 FIRST_TAIL = 256 * 1024
 """A transcript seen for the first time is read from this many bytes before its end."""
@@ -36,6 +48,8 @@ MAX_READ = 1024 * 1024
 """At most this many new bytes are read per invocation (older ones are skipped)."""
 MAX_PENDING = 64
 """Tool calls remembered while their result has not been read yet (and ids already seen)."""
+
+_DIGEST_LEN = len(digest(None))
 
 _CODEX_UNKNOWN = re.compile(r"^unsupported call:\s*(\S+)")
 _GEMINI_UNKNOWN = re.compile(r'^Tool "([^"]+)" not found')
@@ -93,7 +107,7 @@ class Cursor:
             return cls(
                 path,
                 offset if isinstance(offset, int) and offset >= 0 else None,
-                pending if isinstance(pending, dict) else {},
+                _digested(pending),
                 [x for x in seen if isinstance(x, str)] if isinstance(seen, list) else [],
                 messages if isinstance(messages, int) and messages >= 0 else 0,
             )
@@ -117,27 +131,101 @@ class Cursor:
         return True
 
     def remember(self, call_id: str, tool: str, params: Any) -> None:
+        """Keep a call until its result is read: its tool and the digest of its
+        arguments, never the arguments themselves (they may hold secrets)."""
         self.pending.pop(call_id, None)
-        self.pending[call_id] = [tool, params]
+        self.pending[call_id] = [tool, digest(params)]
         while len(self.pending) > MAX_PENDING:
             del self.pending[next(iter(self.pending))]
 
 
-def _read_new(cursor: Cursor) -> bytes:
-    """The complete new lines since the cursor; advances it."""
+def _digested(pending: Any) -> dict[str, list[Any]]:
+    """Pending calls as kept now; a record written by an older loopwarden (which kept
+    the raw arguments) is reduced to digests."""
+    if not isinstance(pending, dict):
+        return {}
+    kept: dict[str, list[Any]] = {}
+    for call_id, entry in pending.items():
+        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
+            tool, args = entry
+            if not (isinstance(args, str) and len(args) == _DIGEST_LEN):
+                args = digest(args)
+            kept[call_id] = [tool, args]
+    return kept
+
+
+def stand_in(args_digest: str) -> dict[str, str]:
+    """The params an unknown call read from a transcript is checked with: only the
+    digest of its arguments is kept, and identical arguments give identical digests."""
+    return {"argsDigest": args_digest}
+
+
+class Window(NamedTuple):
+    """Bytes of a transcript read ahead, outside any store transaction."""
+
+    start: int
+    """File offset of ``data[0]``."""
+    data: bytes
+    size: int
+    """The file's size when it was read."""
+
+
+def _window_start(offset: int | None, size: int) -> int:
+    start = offset
+    if start is None or start > size:
+        start = max(0, size - FIRST_TAIL)
+    if size - start > MAX_READ:
+        start = size - MAX_READ
+    return start
+
+
+def read_window(path: str, offset: int | None) -> Window | None:
+    """Read what follows ``offset`` in ``path`` (at most :data:`MAX_READ` bytes).
+
+    Only a regular file is read, opened non-blocking: a FIFO, a device or a socket
+    named as the transcript must never make a hook wait (the hook runs before the
+    store transaction, so a wait here stalls this call alone). None when unreadable.
+    """
     try:
-        with open(cursor.path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            start = cursor.offset
-            if start is None or start > size:
-                start = max(0, size - FIRST_TAIL)
-            if size - start > MAX_READ:
-                start = size - MAX_READ
-            skip_partial = start > 0 and start != cursor.offset
-            fh.seek(start)
-            data = fh.read(size - start)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
-        return b""
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            logger.warning(
+                "loopwarden hook: the transcript %s is not a regular file; not read", path
+            )
+            return None
+        size = st.st_size
+        start = _window_start(offset, size)
+        chunks: list[bytes] = []
+        want, pos = size - start, start
+        while want > 0:
+            chunk = os.pread(fd, min(want, MAX_READ), pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            want -= len(chunk)
+            pos += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return Window(start, b"".join(chunks), size)
+
+
+def _take(window: Window, cursor: Cursor) -> bytes:
+    """The complete new lines of ``window`` after the cursor (as it is now); advances it.
+
+    The window was read with the offset seen before the transaction; another hook of
+    the session may have read on since: only what is still new is taken.
+    """
+    start = _window_start(cursor.offset, window.size)
+    skip_partial = start > 0 and start != cursor.offset
+    if start < window.start:  # bytes this window does not hold: go on from its start
+        start, skip_partial = window.start, window.start > 0
+    data = window.data[start - window.start :]
     if skip_partial:  # we jumped into the middle of a line
         newline = data.find(b"\n")
         if newline < 0:
@@ -153,18 +241,10 @@ def _read_new(cursor: Cursor) -> bytes:
     return data[: end + 1]
 
 
-def _line_end(path: str) -> int | None:
-    """The offset after the last complete line of ``path`` (None if unreadable)."""
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            start = max(0, size - 65536)
-            fh.seek(start)
-            tail = fh.read()
-    except OSError:
-        return None
-    newline = tail.rfind(b"\n")
-    return start + newline + 1 if newline >= 0 else start
+def _line_end(window: Window) -> int:
+    """The offset after the last complete line of the window's file."""
+    newline = window.data.rfind(b"\n")
+    return window.start + newline + 1 if newline >= 0 else window.start
 
 
 def _text_of(content: Any) -> str:
@@ -213,7 +293,10 @@ def _codex(data: bytes, cursor: Cursor) -> list[UnknownCall]:
             if match is None:
                 continue
             name = match.group(1)
-            tool, params = (call[0], call[1]) if call and call[0] else (name, {})
+            if call and call[0]:
+                tool, params = call[0], stand_in(call[1])
+            else:
+                tool, params = name, stand_in(digest({}))
             found.append(UnknownCall(tool, params, call_id, f"unsupported call: {name}"))
     return found
 
@@ -279,17 +362,20 @@ def _gemini(data: bytes, cursor: Cursor) -> Found:
     return Found([], compacted, tuple(calls), split)
 
 
-def scan(fmt: Literal["codex", "gemini"], cursor: Cursor) -> Found:
-    """Unknown-tool calls appended to the transcript since ``cursor`` (which advances).
+def scan(fmt: Literal["codex", "gemini"], cursor: Cursor, window: Window | None) -> Found:
+    """Unknown-tool calls appended to the transcript since ``cursor`` (which advances),
+    taken from ``window`` (:func:`read_window`, read before the store transaction).
 
     A Gemini transcript seen for the first time is read from its end: its calls
     are all outcomes, and a session loopwarden lost track of (its state expired)
     must not have its old calls counted again.
     """
-    if fmt == "gemini" and cursor.offset is None:
-        cursor.offset = _line_end(cursor.path)
+    if window is None:
         return Found([])
-    data = _read_new(cursor)
+    if fmt == "gemini" and cursor.offset is None:
+        cursor.offset = _line_end(window)
+        return Found([])
+    data = _take(window, cursor)
     if not data:
         return Found([])
     if fmt == "gemini":

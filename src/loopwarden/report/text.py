@@ -1,4 +1,9 @@
-"""``--format text``: a readable report for a terminal, streamed run by run."""
+"""``--format text``: a readable report for a terminal, streamed run by run.
+
+Every name that comes from a trace (run ids, titles, tool names, file names,
+messages) goes through :func:`~loopwarden._util.printable`: a control
+character in a trace must never drive the terminal.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import textwrap
 from collections.abc import Callable
 from typing import IO, Any
 
+from .._util import printable as p
 from ..traces._sink import format_loc
 from ..traces.replay import ReplayEvent, RunReport
 from . import ReplayMeta, Totals
@@ -42,7 +48,7 @@ class TextWriter:
         self.out.write(text + "\n")
 
     def start(self, meta: ReplayMeta) -> None:
-        self._line(self.style("loopwarden replay", bold=True) + " — " + meta.describe())
+        self._line(self.style("loopwarden replay", bold=True) + " — " + p(meta.describe()))
         self._line()
 
     def run(self, report: RunReport) -> None:
@@ -50,16 +56,16 @@ class TextWriter:
         if level == "ok" and self.loops_only:
             return
         s = self.style
-        where = format_loc(report.source, report.line)
-        head = f"run {s(report.label, bold=True)} · {report.format} · {where}"
+        where = p(format_loc(report.source, report.line))
+        head = f"run {s(p(report.label), bold=True)} · {p(report.format)} · {where}"
         if report.title:
-            head += f' · "{report.title}"'
+            head += f' · "{p(report.title)}"'
         if level == "ok":
-            self._line(f"{head}  {s('OK', fg='green')}  {report.verdict()}")
+            self._line(f"{head}  {s('OK', fg='green')}  {p(report.verdict())}")
             return
         self._line(head)
         top = sorted(report.tools.items(), key=lambda kv: (-kv[1], kv[0]))[:6]
-        tools = ", ".join(f"{name} {count}" for name, count in top)
+        tools = ", ".join(f"{p(name)} {count}" for name, count in top)
         more = len(report.tools) - len(top)
         self._line(f"  {report.calls} calls: {tools}{f', +{more} more tools' if more > 0 else ''}")
         for group in _group(report.events):
@@ -70,7 +76,7 @@ class TextWriter:
         tag = "STOPPED" if report.stop is not None else _LEVEL_TAG[level]
         if report.stop is not None and report.stop.action == "abort":
             tag = "ABORTED"
-        self._line(f"  {s(tag, fg=colour, bold=True)}  {report.verdict()}")
+        self._line(f"  {s(tag, fg=colour, bold=True)}  {p(report.verdict())}")
         self._line()
 
     def _event(self, group: list[ReplayEvent]) -> None:
@@ -78,16 +84,16 @@ class TextWriter:
         first, last = group[0], group[-1]
         action = first.action
         label = s(f"{action:<5}", fg=_ACTION_COLOUR.get(action), bold=action in ("stop", "abort"))
-        paired = f" ↔ {first.paired_tool}" if first.paired_tool else ""
+        paired = f" ↔ {p(first.paired_tool)}" if first.paired_tool else ""
         text = (
-            f"  call {first.call:<6} {label}  {first.detector:<26} "
-            f"{first.tool}{paired}  count {first.count}"
+            f"  call {first.call:<6} {label}  {p(first.detector):<26} "
+            f"{p(first.tool)}{paired}  count {first.count}"
         )
         if len(group) > 1:
             text += f" … call {last.call} (count {last.count}; {len(group)} {action}s)"
         self._line(text)
         if self.verbose:
-            for line in textwrap.wrap(first.message, width=96):
+            for line in textwrap.wrap(p(first.message), width=96):
                 self._line(f"      {s(line, dim=True)}")
 
     def finish(self, totals: Totals) -> None:

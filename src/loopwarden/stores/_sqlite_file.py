@@ -122,7 +122,19 @@ class SQLiteFile:
         conn: sqlite3.Connection | None = getattr(local, "conn", None)
         pid = os.getpid()
         if conn is not None and local.pid == pid:
-            return conn
+            if self._same_file(local.ident):
+                return conn
+            # The file was deleted or replaced (the documented fix for a bad file) while
+            # this connection was open: writing on would split the state between this
+            # process and every new one. Open the file now at the path.
+            logger.warning(
+                "loopwarden state database %s was replaced or deleted; reopening it", self.path
+            )
+            with self._lock:
+                self._conns.pop(threading.get_ident(), None)
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+            local.conn = None
         if self._closed:
             raise StoreError(f"loopwarden state database {self.path}: the store is closed")
         if pid != self._pid:
@@ -132,12 +144,23 @@ class SQLiteFile:
                 self._conns = {}
                 self._pid = pid
         conn = self._open()
-        local.conn, local.pid = conn, pid
+        local.conn, local.pid, local.ident = conn, pid, self._identity()
         with self._lock:
             self._conns[threading.get_ident()] = conn
             if len(self._conns) > 8:
                 self._drop_dead_threads()
         return conn
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _same_file(self, ident: tuple[int, int] | None) -> bool:
+        """The path still names the file this thread's connection has open (one stat)."""
+        return ident is not None and self._identity() == ident
 
     def _drop_dead_threads(self) -> None:
         alive = {t.ident for t in threading.enumerate()}
@@ -150,6 +173,15 @@ class SQLiteFile:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise self.error("create its directory", exc) from None
+        try:
+            # SQLite creates the file 0644 (and its -wal and -shm files with the same
+            # mode): create it first, private, so runs of other users cannot be read.
+            # O_EXCL: never open (and close) a file this process has open already, as
+            # closing any descriptor drops the process's POSIX locks on the file.
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOCTTY | os.O_NONBLOCK
+            os.close(os.open(self.path, flags, 0o600))
+        except OSError:
+            pass  # it exists (or SQLite reports what is wrong with the path)
         try:
             conn = sqlite3.connect(
                 self.path,

@@ -248,6 +248,18 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
                     self._expire(conn, now)
         return result
 
+    def read_value(self, key: str) -> bytes | None:
+        """A side record as last committed (read only: takes no write lock)."""
+        try:
+            row = (
+                self._file.connection()
+                .execute("SELECT value FROM kv WHERE key = ?", (key,))
+                .fetchone()
+            )
+        except sqlite3.Error as exc:
+            raise self._file.error("read a side record", exc) from None
+        return None if row is None else bytes(row[0])
+
     def delete_value(self, key: str) -> None:
         """Forget one side record."""
         try:

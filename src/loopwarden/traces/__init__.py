@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -190,19 +191,26 @@ def classify(record: Any) -> str | None:
 
 def _sniff_jsonl(head: list[bytes]) -> tuple[bool, str | None]:
     """(is JSONL, detected format) from the first non-blank lines."""
-    parsed_any = False
+    parsed = 0
+    first_ok = True
+    found: str | None = None
     for index, line in enumerate(head):
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
-            if index == 0:
-                return False, None  # a pretty-printed document, or not JSON at all
+            first_ok = first_ok and index > 0
             continue
-        parsed_any = True
-        found = classify(record)
-        if found is not None:
+        parsed += 1
+        found = found or classify(record)
+        if found is not None and first_ok:
             return True, found
-    return parsed_any, None
+    if first_ok:
+        return parsed > 0, None
+    if found is not None and parsed * 2 >= len(head) - 1:
+        # A malformed first line of a JSONL trace (most other lines parse) is one bad
+        # line, reported as file:1, not a sign that the file is a document.
+        return True, found
+    return False, None  # a pretty-printed document, or not JSON at all
 
 
 def _document_format(doc: Any) -> str | None:
@@ -237,6 +245,7 @@ def read_source(
     opened: OpenedSource = open_source(source)
     if on_open is not None:
         on_open(opened)
+    opened.lines.on_problem = sink.problem
     try:
         head = opened.lines.sniff()
         if not head:
@@ -310,6 +319,10 @@ def read_input(
         info.error = message = str(exc)  # the message names the input
     except (KeyboardInterrupt, BrokenPipeError):
         raise
+    except (EOFError, OSError, zlib.error) as exc:  # a truncated or corrupt .gz, a read error
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        info.error = f"cannot read: {reason or type(exc).__name__}"
+        message = f"{name}: {info.error}"
     except Exception as exc:  # a reader bug must not end the whole replay
         info.error = f"internal error while reading: {type(exc).__name__}: {exc}"
         message = f"{name}: {info.error}"

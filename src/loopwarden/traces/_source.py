@@ -4,6 +4,13 @@ JSONL files are read one line at a time (constant memory, however large the
 file). A file that is one JSON document (a pretty-printed export, a JSON
 array, or JSON values one after another) has to be parsed whole; that is
 documented as the limit for huge inputs: use JSONL for them.
+
+Bounds (each a documented setting, ``LOOPWARDEN_MAX_LINE_BYTES`` and
+``LOOPWARDEN_MAX_DOCUMENT_BYTES``, so they reach fleet workers too): a line
+longer than :func:`max_line_bytes` is reported as ``file:line`` and skipped
+without being held; a document larger than :func:`max_document_bytes` is
+refused. A folder walk takes regular files only (a FIFO or a device named
+``*.jsonl`` is reported and skipped, never read).
 """
 
 from __future__ import annotations
@@ -11,10 +18,10 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
-import itertools
 import os
+import stat
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
@@ -32,6 +39,34 @@ SNIFF_LINES = 50
 SNIFF_BYTES = 1 << 20
 # A JSON document is parsed whole; refuse absurd sizes with a clear message.
 MAX_DOCUMENT_BYTES = 1 << 30
+# A JSONL line longer than this is reported and skipped (memory stays bounded).
+MAX_LINE_BYTES = 32 << 20
+_READ_CHUNK = 1 << 20
+
+
+def _setting(name: str, default: int) -> int:
+    try:
+        value = int(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def max_line_bytes() -> int:
+    """The longest JSONL line read (``LOOPWARDEN_MAX_LINE_BYTES``, default 32 MiB)."""
+    return _setting("LOOPWARDEN_MAX_LINE_BYTES", MAX_LINE_BYTES)
+
+
+def max_document_bytes() -> int:
+    """The largest JSON document parsed whole (``LOOPWARDEN_MAX_DOCUMENT_BYTES``, 1 GiB)."""
+    return _setting("LOOPWARDEN_MAX_DOCUMENT_BYTES", MAX_DOCUMENT_BYTES)
+
+
+def _size_text(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
 
 
 class TraceInputError(Exception):
@@ -60,6 +95,8 @@ class Source:
     """``None`` for stdin."""
     byte_range: ByteRange | None = None
     """Only this part of the file (a plain JSONL file); None for all of it."""
+    walked: bool = False
+    """Found in a folder: read only if it is a regular file."""
 
     @property
     def size(self) -> int | None:
@@ -98,7 +135,7 @@ def expand_paths(paths: Sequence[str]) -> list[Source]:
             continue
         path = Path(given)
         if path.is_dir():
-            sources.extend(Source(str(p), p) for p in _walk(path))
+            sources.extend(Source(str(p), p, walked=True) for p in _walk(path))
         elif path.exists():
             sources.append(Source(given, path))
         else:
@@ -107,7 +144,12 @@ def expand_paths(paths: Sequence[str]) -> list[Source]:
 
 
 class LineStream:
-    """Numbered lines of a binary stream, with the first lines buffered for sniffing."""
+    """Numbered lines of a binary stream, with the first lines buffered for sniffing.
+
+    Lines longer than :func:`max_line_bytes` are skipped (the rest of such a line
+    is read in chunks and dropped) and told to :attr:`on_problem` as
+    ``(line number, reason)``.
+    """
 
     def __init__(self, handle: IO[bytes], first_line: int = 1) -> None:
         self.handle = handle
@@ -115,6 +157,34 @@ class LineStream:
         self.head: list[bytes] = []
         self._head_taken = False
         self.exhausted = False
+        self.limit = max_line_bytes()
+        self.on_problem: Callable[[int, str], None] | None = None
+        self._next = first_line  # number of the next line read from the handle
+
+    def _skip_rest(self) -> None:
+        """Drop the rest of an overlong line, a chunk at a time."""
+        readline = self.handle.readline
+        while True:
+            chunk = readline(_READ_CHUNK)
+            if not chunk or chunk.endswith(b"\n"):
+                return
+
+    def _readline(self) -> bytes | None:
+        """The next line within the bound, ``b""`` at the end; None for a skipped line."""
+        line = self.handle.readline(self.limit + 1)
+        lineno = self._next
+        if line:
+            self._next += 1
+        if len(line) > self.limit and not line.endswith(b"\n"):
+            self._skip_rest()
+            if self.on_problem is not None:
+                self.on_problem(
+                    lineno,
+                    f"line longer than {_size_text(self.limit)}; skipped "
+                    "(LOOPWARDEN_MAX_LINE_BYTES raises the limit)",
+                )
+            return None
+        return line
 
     def sniff(self) -> list[bytes]:
         """The first non-blank lines (up to ``SNIFF_LINES`` or ``SNIFF_BYTES``)."""
@@ -124,8 +194,10 @@ class LineStream:
         size = 0
         nonblank = 0
         while nonblank < SNIFF_LINES and size < SNIFF_BYTES:
-            line = self.handle.readline()
-            if not line:
+            line = self._readline()
+            if line is None:
+                line = b"\n"  # skipped: keeps its number, parses as nothing
+            elif not line:
                 self.exhausted = True
                 break
             if not self.head and self.first_line == 1 and line.startswith(b"\xef\xbb\xbf"):
@@ -137,26 +209,39 @@ class LineStream:
         return [line for line in self.head if line.strip()]
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        # enumerate/chain keep the per-line loop in C: this is the replay hot path.
-        first = self.first_line
-        head = enumerate(self.head, first)
+        yield from enumerate(self.head, self.first_line)
         if self.exhausted:
-            return head
-        return itertools.chain(head, enumerate(self.handle, len(self.head) + first))
+            return
+        readline = self._readline
+        while True:
+            lineno = self._next
+            line = readline()
+            if line is None:
+                continue
+            if not line:
+                return
+            yield lineno, line
 
     def rest(self) -> bytes:
         """Everything (head included) as one byte string, for whole-document parsing."""
+        limit = max_document_bytes()
         chunks = [*self.head]
+        size = sum(len(c) for c in chunks)
         if not self.exhausted:
-            remaining = self.handle.read(MAX_DOCUMENT_BYTES + 1)
-            chunks.append(remaining)
-        data = b"".join(chunks)
-        if len(data) > MAX_DOCUMENT_BYTES:
+            read = self.handle.read
+            while size <= limit:  # in chunks: never one huge buffer up front
+                chunk = read(min(_READ_CHUNK * 16, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        if size > limit:
             raise TraceInputError(
-                "this JSON document is larger than 1 GiB; write the trace as JSONL "
-                "(one record per line) so it can be streamed"
+                f"this JSON document is larger than {_size_text(limit)}; write the trace as "
+                "JSONL (one record per line) so it can be streamed, or raise "
+                "LOOPWARDEN_MAX_DOCUMENT_BYTES"
             )
-        return data
+        return b"".join(chunks)
 
 
 class _RangeReader(io.RawIOBase):
@@ -221,12 +306,7 @@ class OpenedSource:
         if source.path is None:
             handle = sys.stdin.buffer
         else:
-            try:
-                raw: IO[bytes] = open(  # noqa: SIM115 - closed in close()
-                    source.path, "rb", buffering=0 if part is not None else 1 << 20
-                )
-            except OSError as exc:
-                raise TraceInputError(f"cannot read {source.name}: {exc.strerror or exc}") from None
+            raw = _open(source, buffering=0 if part is not None else 1 << 20)
             self._closers.append(raw)
             if part is not None:
                 limited = _RangeReader(raw, part.start, part.end)
@@ -267,6 +347,29 @@ class OpenedSource:
         for handle in reversed(self._closers):
             with contextlib.suppress(OSError):
                 handle.close()
+
+
+def _open(source: Source, buffering: int) -> IO[bytes]:
+    """Open a trace file; only a regular file when it was found in a folder (a FIFO there
+    is never waited on), and never a device (``/dev/zero`` has no end)."""
+    assert source.path is not None
+    try:
+        fd = os.open(source.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise TraceInputError(f"cannot read {source.name}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) and not source.walked:
+            os.set_blocking(fd, True)  # a pipe named on the command line: read it
+        elif not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+            raise TraceInputError(f"{source.name}: {kind}; skipped")
+        else:
+            os.set_blocking(fd, True)
+        return open(fd, "rb", buffering=buffering, closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def open_source(source: Source) -> OpenedSource:

@@ -15,9 +15,13 @@ recorded); an error status or ``error.type`` makes the outcome an error.
 
 A run is one trace id, calls ordered by start time. Spans of a trace may
 arrive in any order, so a trace is replayed when the input ends, or when more
-than ``MAX_OPEN_TRACES`` traces are waiting (the least recently active is
-replayed first). ``gen_ai.conversation.id`` is the session; ``gen_ai.agent.id``
-(or ``gen_ai.agent.name``) selects the per-agent config block.
+than ``MAX_OPEN_TRACES`` traces (or ``MAX_HELD_SPANS`` tool spans in all) are
+waiting (the least recently active is replayed first). A trace holding more
+than ``MAX_TRACE_SPANS`` tool spans replays its earlier half at once (by start
+time) and goes on: memory stays bounded, and only a span arriving after later
+ones of its trace were replayed is replayed out of order.
+``gen_ai.conversation.id`` is the session; ``gen_ai.agent.id`` (or
+``gen_ai.agent.name``) selects the per-agent config block.
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ from ..hashing import MISSING
 from ._common import ReadContext
 from ._sink import Loc, TraceSink
 
-__all__ = ["MAX_OPEN_TRACES", "flatten", "is_span", "read"]
+__all__ = ["MAX_HELD_SPANS", "MAX_OPEN_TRACES", "MAX_TRACE_SPANS", "flatten", "is_span", "read"]
 
 MAX_OPEN_TRACES = 1024
+MAX_TRACE_SPANS = 2048
+MAX_HELD_SPANS = 16384
 _ERROR_CODES = frozenset({2, "2", "ERROR", "STATUS_CODE_ERROR", "StatusCode.ERROR"})
 
 
@@ -179,13 +185,15 @@ def _span(raw: Mapping[str, Any], loc: Loc, order: int) -> _Span | None:
 
 
 class _Trace:
-    __slots__ = ("agent", "loc", "session", "spans")
+    __slots__ = ("agent", "begun", "loc", "session", "spans")
 
     def __init__(self, loc: Loc) -> None:
         self.loc = loc
         self.session: str | None = None
         self.agent: str | None = None
         self.spans: list[_Span] = []
+        self.begun = False
+        """Some of its spans were replayed already (its run is open in the sink)."""
 
 
 def _tool_of(span: _Span) -> str | None:
@@ -205,6 +213,7 @@ def _tool_of(span: _Span) -> str | None:
 def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) -> None:
     traces: dict[str, _Trace] = {}
     order = 0
+    held = 0
     for loc, record in records:
         if not isinstance(record, dict):
             sink.problem(loc, "expected a span object")
@@ -222,7 +231,7 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 trace = _Trace(loc)
                 if len(traces) >= MAX_OPEN_TRACES:
                     oldest = next(iter(traces))
-                    _replay(sink, ctx, oldest, traces.pop(oldest))
+                    held -= _replay(sink, ctx, oldest, traces.pop(oldest))
             traces[span.trace_id] = trace
             attrs = span.attrs
             session = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
@@ -233,20 +242,36 @@ def read(records: Iterable[tuple[Loc, Any]], sink: TraceSink, ctx: ReadContext) 
                 trace.agent = agent
             if _tool_of(span) is not None:
                 trace.spans.append(span)
+                held += 1
+                if len(trace.spans) > MAX_TRACE_SPANS:
+                    held -= _replay(sink, ctx, span.trace_id, trace, MAX_TRACE_SPANS // 2)
+                while held > MAX_HELD_SPANS and len(traces) > 1:
+                    oldest = next(iter(traces))
+                    held -= _replay(sink, ctx, oldest, traces.pop(oldest))
         if not seen_any and "resourceSpans" not in record:
             sink.problem(loc, "not an OpenTelemetry span")
     for trace_id, trace in traces.items():
         _replay(sink, ctx, trace_id, trace)
 
 
-def _replay(sink: TraceSink, ctx: ReadContext, trace_id: str, trace: _Trace) -> None:
-    if not trace.spans:
-        return  # a trace without tool calls is not an agent run worth reporting
+def _replay(sink: TraceSink, ctx: ReadContext, trace_id: str, trace: _Trace, keep: int = 0) -> int:
+    """Replay a trace's spans by start time; with ``keep``, only the earlier ones, keeping
+    the latest ``keep`` (the run stays open). Returns how many spans were replayed."""
     key = ctx.key(trace_id)
-    sink.begin_run(key, label=trace_id, line=trace.loc, session=trace.session, agent=trace.agent)
+    if not trace.spans:
+        if trace.begun and not keep:
+            sink.end_run(key)
+        return 0  # a trace without tool calls is not an agent run worth reporting
+    if not trace.begun:
+        trace.begun = True
+        sink.begin_run(
+            key, label=trace_id, line=trace.loc, session=trace.session, agent=trace.agent
+        )
     spans = sorted(
         trace.spans, key=lambda s: (s.start if s.start is not None else float("inf"), s.order)
     )
+    if keep:
+        spans, trace.spans = spans[:-keep], spans[-keep:]
     for span in spans:
         attrs = span.attrs
         tool = _tool_of(span) or "?"
@@ -262,4 +287,6 @@ def _replay(sink: TraceSink, ctx: ReadContext, trace_id: str, trace: _Trace) -> 
             sink.outcome(key, call_id, span.loc, error=message)
         elif result is not MISSING:
             sink.outcome(key, call_id, span.loc, result=parse_arguments(result))
-    sink.end_run(key)
+    if not keep:
+        sink.end_run(key)
+    return len(spans)
