@@ -35,6 +35,7 @@ from ..config.model import (
     RepeatConfig,
 )
 from ..hashing import is_wait_command
+from .detect import GLOBAL_CIRCUIT_BREAKER, Detection
 
 __all__ = [
     "CYCLE",
@@ -46,8 +47,10 @@ __all__ = [
     "FailureStreak",
     "Finding",
     "Step",
+    "finding_detection",
     "is_poll_name",
     "is_wait_command",
+    "outranks",
 ]
 
 Level = Literal["warning", "critical"]
@@ -285,7 +288,12 @@ def _level_f(rounds: float, warn: int, block: int) -> Level | None:
 
 
 def _cycle_message(tools: tuple[str, ...], length: int, level: Level, stop: bool) -> str:
-    names = " -> ".join(tools)
+    # One tool with different arguments in each position is not a round of tools.
+    names = (
+        f"{len(tools)} {tools[0]} calls with different arguments"
+        if len(set(tools)) == 1
+        else " -> ".join(tools)
+    )
     if stop:
         return (
             f"CRITICAL: loopwarden stopped this run: the last {length} calls went round the "
@@ -559,3 +567,28 @@ def is_poll_name(tool: str) -> bool:
         if len(_poll_names) < 1024:  # a bounded memo: tool names repeat
             _poll_names[tool] = known
     return known
+
+
+def outranks(found: Finding, det: Detection | None) -> bool:
+    """An extra finding wins over SPEC 4's when it is more severe (a stop, or a block
+    over a warning); SPEC 4's wins a tie."""
+    if det is None:
+        return True
+    if det.level == "critical":
+        return found.stop and det.detector != GLOBAL_CIRCUIT_BREAKER
+    return found.level == "critical"
+
+
+def finding_detection(found: Finding, tool: str) -> Detection:
+    """An extra detector's finding as a :class:`Detection` (its message without quoted
+    tool output: detections reach events and logs)."""
+    return Detection(
+        found.level,
+        found.detector,
+        found.count,
+        found.log_message,
+        found.warning_key,
+        paired_tool=found.tools[1] if len(found.tools) > 1 else None,
+        tool_name=tool,
+        latest_result_hash=found.repeat_outcome,
+    )

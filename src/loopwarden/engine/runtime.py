@@ -35,7 +35,7 @@ from ..profiles.volatile import error_excerpt
 from . import messages
 from .compaction import COMPACTION_LOOP_PERSISTED, LogLine
 from .detect import GLOBAL_CIRCUIT_BREAKER, UNKNOWN_TOOL_REPEAT, Detection, detect_in_window
-from .extras import ExtraDetectors, Finding
+from .extras import ExtraDetectors, Finding, finding_detection, outranks
 from .state import MAX_MASKED, RunState, Stop
 from .window import Record
 
@@ -167,7 +167,7 @@ def before(
         extra = st.extra
         if extra is not None:
             found = extra.check(tool, sig, poll)
-            if found is not None and _outranks(found, det):
+            if found is not None and outranks(found, det):
                 return _extra_step(st, found, tool, sig, ckey, call_id, cfg, first, now)
         if det is not None:
             if det.level == "critical":
@@ -183,16 +183,6 @@ def before(
     return _QUIET_FIRST if first else QUIET
 
 
-def _outranks(found: Finding, det: Detection | None) -> bool:
-    """An extra finding wins over SPEC 4's when it is more severe (a stop, or a block
-    over a warning); SPEC 4's wins a tie."""
-    if det is None:
-        return True
-    if det.level == "critical":
-        return found.stop and det.detector != GLOBAL_CIRCUIT_BREAKER
-    return found.level == "critical"
-
-
 def _extra_step(
     st: RunState,
     found: Finding,
@@ -204,17 +194,7 @@ def _extra_step(
     first: bool,
     now: float,
 ) -> Step:
-    det = Detection(
-        found.level,
-        found.detector,
-        found.count,
-        # Events and logs get the text without quoted tool output.
-        found.log_message,
-        found.warning_key,
-        paired_tool=found.tools[1] if len(found.tools) > 1 else None,
-        tool_name=tool,
-        latest_result_hash=found.repeat_outcome,
-    )
+    det = finding_detection(found, tool)
     if found.level == "critical":
         return _block(st, det, tool, sig, ckey, call_id, cfg, first, now, found)
     st.blocks = 0
