@@ -40,6 +40,7 @@ import gc
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any

@@ -264,7 +264,7 @@ class TestKeysAndLeaks:
                 break
             if decision.allowed:
                 run.after_call("search", params, call_id=f"c{i}", result=f"{canary} found")
-        for i in range(3):  # failures: the failure streak keeps only a digest of the error
+        for _ in range(3):  # failures: the failure streak keeps only a digest of the error
             run.after_call("lookup", {"q": canary}, error=f"{canary} failed")
         store = guard.store
         assert isinstance(store, RedisStore)
