@@ -99,6 +99,8 @@ class Finding:
     """:attr:`message` without quoted tool output (raw results never reach logs)."""
     every: int = 1
     """Warnings are delivered when the count first reaches a multiple of this."""
+    paired: str | None = None
+    """A cycle's call before the checked one (the other side of an A,B cycle)."""
 
     @property
     def critical(self) -> bool:
@@ -186,7 +188,9 @@ def _repeat_message(tool: str, count: int, level: Level, stop: bool) -> str:
             f"CRITICAL: loopwarden blocked this call: {tool} was called {count} times in a row "
             "with the same arguments and got the same result each time (line counters, "
             "timestamps and similar noise ignored). Another try will not help: change the "
-            "arguments, take a different approach, or report that you are stuck."
+            "arguments, take a different approach, or report that you are stuck. If you are "
+            "waiting for something to finish, wait before checking again (for example "
+            "`sleep 30` in the same command) instead of asking again at once."
         )
     return (
         f"WARNING: {tool} has been called {count} times in a row with the same arguments and "
@@ -264,6 +268,7 @@ class Cycle:
                 repeat_outcome=head[1],
                 log_message=message,
                 every=cfg.warn_rounds * p,
+                paired=ring[-1][2],
             )
         return None
 
@@ -588,7 +593,7 @@ def finding_detection(found: Finding, tool: str) -> Detection:
         found.count,
         found.log_message,
         found.warning_key,
-        paired_tool=found.tools[1] if len(found.tools) > 1 else None,
+        paired_tool=found.paired,
         tool_name=tool,
         latest_result_hash=found.repeat_outcome,
     )

@@ -104,7 +104,8 @@ def _same_tool_pair(tool: str, count: int, critical: bool) -> str:
 def blocked_in_a_row(tool: str, count: int, detector: str) -> str:
     """Blocks count toward a stop whatever the detector (issue 12)."""
     return (
-        f"CRITICAL: loopwarden stopped this run: {count} calls in a row were blocked "
+        f"CRITICAL: loopwarden stopped this run: {count} "
+        f"{'call in a row was' if count == 1 else 'calls in a row were'} blocked "
         f"({detector.replace('_', ' ')}, last {tool}) and the model kept making them."
     )
 
