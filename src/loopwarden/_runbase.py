@@ -22,7 +22,7 @@ from .engine.runtime import ALLOW, Call, Decision, Done, Step
 from .engine.state import RunState
 from .errors import LoopAbort
 from .events import LoopEvent, emit
-from .hashing import OutcomeSource, hash_outcome, is_known_poll
+from .hashing import hash_outcome, is_known_poll
 from .runrecord import CALL, COMPACTION, OUTCOME, RUN_START
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ class RunBase:
         self.key = f"{agent_key}\x1f{session_id or ''}\x1f{run_id}"
         # call key -> args hash, so each call's params are hashed once.
         self._sigs: dict[str, tuple[str, Any]] = {}
+        self._maskers: dict[str, Any] = {}  # tool -> its masker (None: not masked)
         self._attach = guard._attach
         self.inline = self._attach is not None
         """True when the store never blocks, so the sync methods are safe on an event loop."""
@@ -121,11 +122,16 @@ class RunBase:
             sig = f"{tool}:{digest(params)}"
         profiles = self._profiles
         outcome = hash_outcome(tool, params, result=result, error=error, profiles=profiles)
-        src = (
-            OutcomeSource(tool, params, result, error, profiles, profiles.masker_for(tool))
-            if self._extras
-            else None
-        )
+        if self._extras:
+            maskers = self._maskers
+            masker = maskers.get(tool, maskers)
+            if masker is maskers:
+                masker = profiles.masker_for(tool)
+                if len(maskers) < 256:
+                    maskers[tool] = masker
+            src = (tool, params, result, error, profiles, masker)
+        else:
+            src = None
         return tool, sig, call_id if call_id is not None else sig, call_id, outcome, src
 
     # -- after the commit ----------------------------------------------------------

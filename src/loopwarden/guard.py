@@ -37,7 +37,7 @@ from .engine.history import normalize_run_id
 from .engine.runtime import ALLOW, QUIET, Decision, after, before, block_result, compacted
 from .engine.state import RunState
 from .events import EventSink
-from .hashing import MISSING, Outcome, OutcomeSource
+from .hashing import MISSING, Outcome
 from .profiles import ProfileRegistry
 from .runrecord import RUN_END, JsonlRunRecord
 from .stores import InProcess, MemoryStore, Store, store_from_url
@@ -320,7 +320,7 @@ class RunGuard(RunBase):
         src = None
         if self._extras and (result is not MISSING or error is not MISSING):
             profiles = self._profiles
-            src = OutcomeSource(
+            src = (
                 tool,
                 None if params is MISSING else params,
                 result,

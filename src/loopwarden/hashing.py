@@ -36,9 +36,12 @@ __all__ = [
     "OutcomeSource",
     "args_hash",
     "digest",
+    "error_text",
     "extract_unknown_tool_name",
+    "failed",
     "hash_outcome",
     "is_known_poll",
+    "masked_hash",
 ]
 
 
@@ -319,93 +322,76 @@ def _hash_outcome(
     return Outcome(digest(_scrub(generic, profile) if scrub else generic))  # type: ignore[arg-type]
 
 
-_EXIT_KEYS = ("exitCode", "exit_code", "returncode", "returnCode")
+_EXIT_KEYS = ("exitCode", "exit_code", "returncode")
 _WAIT_KEYS = ("command", "cmd", "script", "code", "commands")
 
 
-class OutcomeSource:
-    """What the runtime guard may need to know about one outcome beyond its hash.
+OutcomeSource = tuple[str, Any, Any, Any, ProfileRegistry, "VolatileMasker | None"]
+"""What the runtime guard may need about one outcome beyond its hash: tool, params,
+result, error, the profiles and the tool's volatile-counter masker. A plain tuple (it
+is made on every call); read by :func:`masked_hash`, :func:`failed`,
+:func:`error_text`, only when needed. Kept for one ``after_call``; never stored."""
 
-    Computed on demand only (most calls need none of it): the hash after the
-    volatile-counter profile, whether the call failed, the error's first line,
-    whether the command waits on purpose. Kept in memory for one ``after_call``;
-    never stored.
-    """
 
-    __slots__ = ("error", "masker", "params", "profiles", "result", "tool")
+def masked_hash(src: OutcomeSource) -> str | None:
+    """The outcome hash with volatile counters masked (the raw hash without a masker)."""
+    tool, params, result, error, profiles, masker = src
+    try:
+        if error is not MISSING and error is not None:
+            error = masker.mask(_error_message(error)) if masker is not None else error
+        elif masker is not None and result is not MISSING:
+            if type(result) not in _SIMPLE_RESULTS and type(result) is not dict:
+                result = to_plain(result)
+            result = masker.mask_value(result)
+    except Exception:
+        pass  # hashed as it is
+    return hash_outcome(tool, params, result=result, error=error, profiles=profiles).hash
 
-    def __init__(
-        self,
-        tool: str,
-        params: Any,
-        result: Any,
-        error: Any,
-        profiles: ProfileRegistry,
-        masker: VolatileMasker | None,
-    ) -> None:
-        self.tool = tool
-        self.params = params
-        self.result = result
-        self.error = error
-        self.profiles = profiles
-        self.masker = masker
 
-    def masked_hash(self) -> str | None:
-        """The outcome hash with volatile counters masked (the raw hash without a masker)."""
-        masker = self.masker
-        result, error = self.result, self.error
-        try:
-            if error is not MISSING and error is not None:
-                error = masker.mask(_error_message(error)) if masker is not None else error
-            elif masker is not None and result is not MISSING:
-                if type(result) not in _SIMPLE_RESULTS and type(result) is not dict:
-                    result = to_plain(result)
-                result = masker.mask_value(result)
-        except Exception:
-            pass  # hashed as it is
-        return hash_outcome(
-            self.tool, self.params, result=result, error=error, profiles=self.profiles
-        ).hash
-
-    def failed(self, is_error: bool) -> bool:
-        """An error, or a result whose shape says the command exited non-zero."""
-        if is_error:
-            return True
-        result = self.result
-        if not isinstance(result, Mapping):
-            return False
-        for where in (result, result.get("details"), result.get("structuredContent")):
-            if isinstance(where, Mapping):
-                for key in _EXIT_KEYS:
-                    code = where.get(key)
-                    if type(code) is int and code != 0:
-                        return True
+def failed(src: OutcomeSource, is_error: bool) -> bool:
+    """An error, or a result whose shape says the command exited non-zero (an exit code at
+    the top of a result mapping or in its ``details``)."""
+    if is_error:
+        return True
+    result = src[2]
+    if type(result) is not dict:
         return False
+    if "details" in result:
+        details = result["details"]
+        if type(details) is dict and _nonzero_exit(details):
+            return True
+    return _nonzero_exit(result)
 
-    def error_text(self) -> str:
-        """The failure's text: the error's message, or the result's text (bounded)."""
-        error = self.error
-        try:
-            if error is not MISSING and error is not None:
-                return _error_message(error)[:4096]
-            result = self.result
-            if isinstance(result, str):
-                return result[:4096]
-            if isinstance(result, Mapping):
-                text, _ = _content_parts(result.get("content"))
-                if text:
-                    return text[:4096]
-                for key in ("stderr", "stdout", "output", "error"):
-                    value = result.get(key)
-                    if isinstance(value, str) and value.strip():
-                        return value[:4096]
-        except Exception:
-            pass
-        return ""
 
-    def waits(self) -> bool:
-        """The call's command sleeps, watches or waits: it is waiting on purpose."""
-        return is_wait_command(self.params)
+def _nonzero_exit(where: dict[str, Any]) -> bool:
+    # Membership tests first: nearly every result has none of these keys.
+    if "exitCode" in where or "exit_code" in where or "returncode" in where:
+        for key in _EXIT_KEYS:
+            code = where.get(key)
+            if type(code) is int and code != 0:
+                return True
+    return False
+
+
+def error_text(src: OutcomeSource) -> str:
+    """The failure's text: the error's message, or the result's text (bounded)."""
+    result, error = src[2], src[3]
+    try:
+        if error is not MISSING and error is not None:
+            return _error_message(error)[:4096]
+        if isinstance(result, str):
+            return result[:4096]
+        if isinstance(result, Mapping):
+            text, _ = _content_parts(result.get("content"))
+            if text:
+                return text[:4096]
+            for key in ("stderr", "stdout", "output", "error"):
+                value = result.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value[:4096]
+    except Exception:
+        pass
+    return ""
 
 
 # sleep 30, watch -n 5 ..., gh run watch, kubectl wait, helm --wait, `wait` for jobs.

@@ -24,6 +24,7 @@ thresholds of SPEC 4 decide alone.
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -202,13 +203,15 @@ def _repeat_message(tool: str, count: int, level: Level, stop: bool) -> str:
 class Cycle:
     """A cycle of 2 to ``max_period`` calls repeating with unchanged outcomes per position."""
 
-    __slots__ = ("cfg", "quiet_age", "ring", "runs", "sigs")
+    __slots__ = ("cfg", "live", "quiet_age", "ring", "runs", "sigs")
 
     def __init__(self, cfg: CycleConfig) -> None:
         self.cfg = cfg
-        self.ring: list[tuple[str, str | None, str]] = []
+        self.ring: deque[tuple[str, str | None, str]] = deque(maxlen=cfg.max_period)
         """The newest ``max_period`` steps as (sig, outcome, tool), oldest first."""
-        self.sigs: list[str] = []
+        self.live = False
+        """Some ``runs`` entry is above 0."""
+        self.sigs: deque[str] = deque(maxlen=cfg.max_period)
         """The signatures of ``ring`` (a C-speed membership test for the common miss)."""
         self.runs = [0] * (cfg.max_period + 1)
         """``runs[p]``: trailing steps equal (call and outcome) to the step ``p`` before them."""
@@ -217,20 +220,22 @@ class Cycle:
 
     def observe(self, tool: str, sig: str, outcome: str | None, quiet: bool) -> None:
         ring = self.ring
-        n = len(ring)
-        runs = self.runs
-        for p in range(2, min(n, self.cfg.max_period) + 1):
-            back = ring[n - p]
-            if outcome is not None and back[0] == sig and back[1] == outcome:
-                runs[p] += 1
-            else:
-                runs[p] = 0
+        if self.live or (outcome is not None and sig in self.sigs):
+            n = len(ring)
+            runs = self.runs
+            live = False
+            for p in range(2, min(n, self.cfg.max_period) + 1):
+                back = ring[n - p]
+                if outcome is not None and back[0] == sig and back[1] == outcome:
+                    runs[p] += 1
+                    live = True
+                else:
+                    runs[p] = 0
+            self.live = live
         self.quiet_age = 0 if quiet else self.quiet_age + 1
+        # Bounded deques: the oldest step falls out by itself.
         ring.append((sig, outcome, tool))
         self.sigs.append(sig)
-        if n >= self.cfg.max_period:
-            del ring[0]
-            del self.sigs[0]
 
     def check(self, tool: str, sig: str, poll: bool) -> Finding | None:
         ring = self.ring
@@ -242,7 +247,7 @@ class Cycle:
             head = ring[n - p]
             if head[0] != sig or head[1] is None:
                 continue
-            cycle = ring[n - p :]
+            cycle = list(ring)[n - p :]
             if all(slot[0] == sig for slot in cycle):
                 continue  # one call repeating: the consecutive-repeat rule's case
             length = self.runs[p] + p + 1  # calls in the cyclic tail, this one included
@@ -277,11 +282,13 @@ class Cycle:
 
     def load(self, raw: list[Any]) -> None:
         ring, runs, quiet_age = raw
-        self.ring = [(str(s), o, str(t)) for s, o, t in ring][-self.cfg.max_period :]
-        self.sigs = [slot[0] for slot in self.ring]
+        maxp = self.cfg.max_period
+        self.ring = deque(((str(s), o, str(t)) for s, o, t in ring), maxlen=maxp)
+        self.sigs = deque((slot[0] for slot in self.ring), maxlen=maxp)
         self.runs = [0, 0, *(int(r) for r in runs)][: self.cfg.max_period + 1]
         self.runs += [0] * (self.cfg.max_period + 1 - len(self.runs))
         self.quiet_age = int(quiet_age)
+        self.live = any(self.runs)
 
 
 def _level_f(rounds: float, warn: int, block: int) -> Level | None:
@@ -504,6 +511,38 @@ class ExtraDetectors:
             or (params is not None and self.recent(sig) and is_wait_command(params))
         )
         self._observe(tool, sig, outcome, is_error, error, quiet, False)
+
+    def finished(
+        self,
+        tool: str,
+        sig: str,
+        outcome: str | None,
+        is_error: bool,
+        error: str | None,
+        duration: float | None,
+        params: Any,
+    ) -> None:
+        """:meth:`record` with positional arguments, for the guard's per-call path."""
+        repeat, cycle = self.repeat, self.cycle
+        quiet = (
+            (duration is not None and duration >= self.cfg.wait_seconds)
+            or (bool(self.polls) and sig in self.polls)
+            or (
+                params is not None
+                and (
+                    (repeat is not None and repeat.sig == sig)
+                    or (cycle is not None and sig in cycle.sigs)
+                )
+                and is_wait_command(params)
+            )
+        )
+        if repeat is not None:
+            repeat.observe(tool, sig, outcome, quiet)
+        if cycle is not None:
+            cycle.observe(tool, sig, outcome, quiet)
+        failure = self.failure
+        if failure is not None and (is_error or failure.count):
+            failure.observe(tool, outcome, is_error, error, quiet, False)
 
     def observe(self, step: Step) -> None:
         """Feed one finished (or blocked) call."""

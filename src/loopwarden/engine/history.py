@@ -19,7 +19,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import LoopDetectionConfig
-from ..hashing import MISSING, OutcomeSource, args_hash, hash_outcome, is_known_poll
+from ..hashing import (
+    MISSING,
+    args_hash,
+    error_text,
+    failed,
+    hash_outcome,
+    is_known_poll,
+    masked_hash,
+)
 from ..profiles import DEFAULT_REGISTRY, ProfileRegistry
 from ..profiles.volatile import error_excerpt
 from .detect import Detection, detect_in_window
@@ -144,9 +152,9 @@ class ToolCallHistory:
         if outcome.hash is None:
             return None
         masker = profiles.masker_for(tool)
-        src = OutcomeSource(tool, params, result, error, profiles, masker)
-        result_hash = src.masked_hash() if masker is not None else outcome.hash
-        failed = src.failed(outcome.is_error)
+        src = (tool, params, result, error, profiles, masker)
+        result_hash = masked_hash(src) if masker is not None else outcome.hash
+        failure = failed(src, outcome.is_error)
         return self.record_outcome_hashed(
             tool,
             args_hash(tool, params),
@@ -154,8 +162,8 @@ class ToolCallHistory:
             outcome.unknown_tool_name,
             call_id,
             run_id,
-            is_error=failed,
-            error=error_excerpt(src.error_text()) if failed else None,
+            is_error=failure,
+            error=error_excerpt(error_text(src)) if failure else None,
             params=params,
         )
 

@@ -31,20 +31,17 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from ..hashing import error_text, failed, masked_hash
 from ..profiles.volatile import error_excerpt
 from . import messages
 from .compaction import COMPACTION_LOOP_PERSISTED, LogLine
 from .detect import GLOBAL_CIRCUIT_BREAKER, UNKNOWN_TOOL_REPEAT, Detection, detect_in_window
-from .extras import ExtraDetectors, Finding, finding_detection, outranks
+from .extras import Finding, finding_detection, outranks
 from .state import MAX_MASKED, RunState, Stop
-from .window import Record
 
 if TYPE_CHECKING:
     from ..config import LoopDetectionConfig
     from ..hashing import Outcome, OutcomeSource
-
-BLOCKED_IN_A_ROW = "blocked_in_a_row"
-"""The detector of a stop that repeated blocks reached (issue 12)."""
 
 __all__ = [
     "ALLOW",
@@ -293,18 +290,18 @@ def after(st: RunState, done: Done, now: float) -> Step:
     extra = st.extra
     if result_hash is None:
         if extra is not None:
-            extra.record(tool, sig, None)
+            extra.finished(tool, sig, None, False, None, None, None)
         return QUIET if note is None else Step(note=note)
     window = st.window
     masked = None
-    if src is not None and src.masker is not None:
+    if src is not None and src[5] is not None:
         stats = window.sigs.get(sig)
         # Masked only when the call has an earlier, different outcome to compare with.
         if stats is not None and stats.hashed and stats.latest != result_hash:
             key = (tool, result_hash)
             masked = st.masked.get(key)
             if masked is None:
-                masked = src.masked_hash() or result_hash
+                masked = masked_hash(src) or result_hash
                 if len(st.masked) >= MAX_MASKED:
                     st.masked.clear()
                 st.masked[key] = masked
@@ -317,7 +314,21 @@ def after(st: RunState, done: Done, now: float) -> Step:
     if rec is None:
         window.add(tool, sig, call_id, result_hash, unknown, now)
     if extra is not None:
-        _observe(extra, tool, sig, result_hash, outcome.is_error, src, rec, now)
+        is_error = outcome.is_error
+        error = None
+        if src is not None and extra.failure is not None:
+            is_error = failed(src, is_error)
+            if is_error:
+                error = error_excerpt(error_text(src))
+        extra.finished(
+            tool,
+            sig,
+            result_hash,
+            is_error,
+            error,
+            None if rec is None else now - rec.timestamp,
+            None if src is None else src[1],
+        )
     guard = st.guard
     if st.stopped is None and guard.enabled:
         verdict = guard.step(tool, sig, result_hash)
@@ -330,34 +341,6 @@ def after(st: RunState, done: Done, now: float) -> Step:
     if masked is not None:
         return Step(note=note, outcome_hash=masked)
     return QUIET if note is None else Step(note=note)
-
-
-def _observe(
-    extra: ExtraDetectors,
-    tool: str,
-    sig: str,
-    result_hash: str,
-    is_error: bool,
-    src: OutcomeSource | None,
-    rec: Record | None,
-    now: float,
-) -> None:
-    """Show the extra detectors a finished call: its outcome, whether it failed, and
-    whether it was a wait (it took ``waitSeconds``, or its command waits)."""
-    error = None
-    if src is not None:
-        is_error = src.failed(is_error)
-        if is_error:
-            error = error_excerpt(src.error_text())
-    extra.record(
-        tool,
-        sig,
-        result_hash,
-        is_error=is_error,
-        error=error,
-        duration=None if rec is None else now - rec.timestamp,
-        params=None if src is None else src.params,
-    )
 
 
 def compacted(st: RunState) -> LogLine | None:
