@@ -21,8 +21,10 @@ from loopwarden.config.model import ExtrasConfig
 from loopwarden.engine import ToolCallHistory
 from loopwarden.errors import ConfigError
 from loopwarden.profiles import OutcomeProfile, ProfileRegistry
+from loopwarden.stores import Store
 from loopwarden.stores.sqlite import SQLiteStore
 from loopwarden.testing import FakeClock
+from tests.stores.conftest import all_stores
 
 ON = {"tools": {"loopDetection": {"enabled": True}}}
 OFF = {
@@ -435,6 +437,23 @@ class TestConfig:
 
 
 class TestStores:
+    @all_stores
+    def test_every_store_keeps_the_extra_detectors(self, store: Store, clock: FakeClock) -> None:
+        """Every backend (a transaction run twice included) gives memory's decisions:
+        a counter loop, a cycle and a failure streak, with the blocks-in-a-row count."""
+        loop = [
+            ("bash", {"command": "cd x"}, f"/bin/bash: line {i}: cd: x: No such file or dir")
+            for i in range(12)
+        ]
+        cycle = [("a", {}, "same a"), ("b", {}, "same b"), ("c", {}, "same c")] * 6
+        fails = [("run", {"i": i}, RuntimeError("boom")) for i in range(20)]
+        for calls in (loop, cycle, fails):
+            expected = drive(guard(clock=FakeClock()).run("r"), calls)
+            g = lw.LoopGuard(ON, store=store, clock=clock)
+            run = g.run(f"r{len(calls)}")
+            assert drive(run, calls) == expected
+            assert expected[-1] == "stop"
+
     def test_extras_state_persists_in_sqlite(self, tmp_path: Path) -> None:
         """A persistent store gives the same decisions as memory (state round-trips)."""
         calls = [
