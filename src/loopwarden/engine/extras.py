@@ -447,7 +447,7 @@ MAX_POLL_SIGS = 16
 class ExtraDetectors:
     """The three detectors of one run, behind one check and one observe."""
 
-    __slots__ = ("cfg", "cycle", "failure", "polls", "repeat")
+    __slots__ = ("cfg", "cycle", "fail_tool", "failure", "polls", "recent_sigs", "repeat")
 
     def __init__(self, cfg: ExtrasConfig | None = None) -> None:
         self.cfg = cfg = cfg if cfg is not None else ExtrasConfig()
@@ -458,6 +458,14 @@ class ExtraDetectors:
         self.failure = FailureStreak(cfg.failure_streak) if cfg.failure_streak.enabled else None
         self.polls: list[str] = []
         """Signatures of the run's recent known-poll calls: their patterns are not ours."""
+        # What a call must match to continue a pattern (the guard tests these inline,
+        # so that a call that continues none costs no method call).
+        self.recent_sigs: deque[str] = (
+            self.cycle.sigs if self.cycle is not None else deque(maxlen=1)
+        )
+        """The newest call signatures (the cycle's ring, or the last one)."""
+        self.fail_tool: str | None = None
+        """The tool of a running failure streak."""
 
     def check(self, tool: str, sig: str, poll: bool = False) -> Finding | None:
         """The most severe finding for the next call (stop > block > warn), or None."""
@@ -540,9 +548,12 @@ class ExtraDetectors:
             repeat.observe(tool, sig, outcome, quiet)
         if cycle is not None:
             cycle.observe(tool, sig, outcome, quiet)
+        else:
+            self.recent_sigs.append(sig)
         failure = self.failure
         if failure is not None and (is_error or failure.count):
             failure.observe(tool, outcome, is_error, error, quiet, False)
+            self.fail_tool = failure.tool if failure.count else None
 
     def observe(self, step: Step) -> None:
         """Feed one finished (or blocked) call."""
@@ -570,8 +581,12 @@ class ExtraDetectors:
             self.repeat.observe(tool, sig, outcome, quiet)
         if self.cycle is not None:
             self.cycle.observe(tool, sig, outcome, quiet)
-        if self.failure is not None:
-            self.failure.observe(tool, outcome, is_error, error, quiet, veto)
+        else:
+            self.recent_sigs.append(sig)
+        failure = self.failure
+        if failure is not None:
+            failure.observe(tool, outcome, is_error, error, quiet, veto)
+            self.fail_tool = failure.tool if failure.count else None
 
     def veto(self, tool: str, sig: str, repeats: str | None) -> None:
         """Record a blocked call: it continues the pattern it was blocked for, whose
@@ -594,6 +609,11 @@ class ExtraDetectors:
             self.cycle.load(cycle)
         if self.failure is not None and failure is not None:
             self.failure.load(failure)
+            self.fail_tool = self.failure.tool if self.failure.count else None
+        if self.cycle is not None:
+            self.recent_sigs = self.cycle.sigs
+        elif self.repeat is not None and self.repeat.sig is not None:
+            self.recent_sigs.append(self.repeat.sig)
         self.polls = [str(p) for p in polls][-MAX_POLL_SIGS:]
 
 

@@ -162,7 +162,8 @@ def before(
     if cfg.enabled is True:
         det = detect_in_window(window, tool, sig, poll, cfg)
         extra = st.extra
-        if extra is not None:
+        # Only a poll, a recent call or the failing tool can continue an extra pattern.
+        if extra is not None and (poll or sig in extra.recent_sigs or tool == extra.fail_tool):
             found = extra.check(tool, sig, poll)
             if found is not None and outranks(found, det):
                 return _extra_step(st, found, tool, sig, ckey, call_id, cfg, first, now)
