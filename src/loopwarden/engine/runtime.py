@@ -295,9 +295,11 @@ def after(st: RunState, done: Done, now: float) -> Step:
         return QUIET if note is None else Step(note=note)
     window = st.window
     masked = None
-    if src is not None and src[5] is not None:
+    # Masked only when the call has an earlier, different outcome to compare with, and
+    # (with the extra detectors) is one of the last few calls: a counter loop repeats
+    # at once, and masking a long output costs several times hashing it.
+    if src is not None and src[5] is not None and (extra is None or sig in extra.recent_sigs):
         stats = window.sigs.get(sig)
-        # Masked only when the call has an earlier, different outcome to compare with.
         if stats is not None and stats.hashed and stats.latest != result_hash:
             key = (tool, result_hash)
             masked = st.masked.get(key)
