@@ -36,8 +36,8 @@ from _realdata import (
     visible_loops,
 )
 
-from loopwarden._extra_detectors import ExtraConfig
-from loopwarden._volatile import error_excerpt, mask_volatile
+from loopwarden.engine.extras import ExtraConfig
+from loopwarden.profiles.volatile import error_excerpt, mask_volatile
 
 
 def masked(call: Call) -> str:

@@ -8,17 +8,18 @@ ignores the block would; after a stop nothing more is asked.
 
 Setups, each over the same runs:
 
-* ``today``: the guard with ``enabled: true`` and OpenClaw's semantics;
-* ``defaults``: the rules of issue 9 on (volatile-counter masking, consecutive
-  repeats, cycles, failure streaks), as the guard will run them by default;
+* ``today``: the guard with ``enabled: true`` and the rules of issue 9 off
+  (``volatileCounters``, ``consecutiveRepeat``, ``cycle``, ``failureStreak``: false),
+  OpenClaw's rules alone;
+* ``defaults``: ``enabled: true`` and nothing else, so the issue 9 rules are on
+  (volatile-counter masking, consecutive repeats, cycles, failure streaks);
 * the defaults with each new rule switched off in turn;
 * ``plain 5``: only the rule "stop the run at the 5th identical call in a row".
 
-Until those rules are wired into the guard, ``defaults`` runs them beside it
-(:class:`Projected`): the prototypes in ``loopwarden._extra_detectors`` and
-``loopwarden._volatile`` see every call first, and the guard gets the masked
-outcome hashes through its hashed API (``before_call_hashed`` /
-``after_call_hashed``), so its own rules see what they will see once wired.
+Every guard setup is the real :class:`loopwarden.LoopGuard` driven through
+``before_call`` / ``after_call`` with the recorded params and results (a
+:class:`~loopwarden.testing.FakeClock` pins time: the recordings hold no
+durations, so no call looks like a wait).
 
 Printed: visible loops (>= 10 identical calls in a row or an A,B alternation
 >= 10), cycles (period 2-5, >= 10 calls) and failure streaks (>= 10 failures of
@@ -39,9 +40,9 @@ import gc
 import statistics
 import sys
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from _callgrind import collected
@@ -57,23 +58,16 @@ from _realdata import (
 )
 
 import loopwarden as lw
-from loopwarden._extra_detectors import (
-    ExtraConfig,
-    ExtraDetectors,
-    Finding,
-)
-from loopwarden._volatile import error_excerpt, mask_volatile
-from loopwarden.hashing import digest, is_known_poll
+from loopwarden.testing import FakeClock
 
 CONFIG = {"tools": {"loopDetection": {"enabled": True}}}
-RULES = frozenset({"masking", "repeat", "cycle", "failure"})
-TARGETS = {
-    "loops acted on": 0.90,
-    "late loop calls prevented": 0.75,
-    "failure streaks blocked": 0.60,
-    "failure calls past the 10th prevented": 0.40,
-    "healthy flagged": 0.003,
+RULES = {
+    "masking": "volatileCounters",
+    "repeat": "consecutiveRepeat",
+    "cycle": "cycle",
+    "failure": "failureStreak",
 }
+"""Each new rule and its switch in the ``loopwarden`` block."""
 
 
 @dataclass(frozen=True)
@@ -83,10 +77,21 @@ class Setup:
     plain: int = 0
     """``plain`` > 0: only the rule "stop at the N-th identical call in a row", no guard."""
 
+    def config(self) -> dict[str, Any]:
+        """The guard's config: ``enabled: true``, the rules not in ``rules`` switched off."""
+        off = {RULES[rule]: False for rule in RULES if rule not in self.rules}
+        return {**CONFIG, "loopwarden": off} if off else CONFIG
+
+    def guard(self) -> lw.LoopGuard:
+        return lw.LoopGuard(self.config(), clock=FakeClock(), run_record=False, telemetry=False)
+
+
+ALL = frozenset(RULES)
+
 
 def setups() -> list[Setup]:
-    out = [Setup("today (OpenClaw semantics)"), Setup("defaults (issue 9 rules on)", RULES)]
-    out += [Setup(f"defaults without {rule}", RULES - {rule}) for rule in sorted(RULES)]
+    out = [Setup("today (issue 9 rules off)"), Setup("defaults (issue 9 rules on)", ALL)]
+    out += [Setup(f"defaults without {rule}", ALL - {rule}) for rule in sorted(RULES)]
     out.append(Setup("plain: stop at 5 identical in a row", plain=5))
     return out
 
@@ -126,8 +131,8 @@ def result_and_error(call: Call) -> tuple[Any, Any]:
     return call.result, lw.hashing.MISSING
 
 
-class Today(Agent):
-    """Today's runtime guard through its raw API."""
+class Guarded(Agent):
+    """The runtime guard through its public API, as a live agent meets it."""
 
     def __init__(self, run: Run, guard: lw.LoopGuard) -> None:
         super().__init__(run)
@@ -141,8 +146,8 @@ class Today(Agent):
         det = decision.detection
         name = det.detector if det is not None else ""
         if decision.blocked:
-            return Act("block", name, decision.message or "")
-        return Act("warn" if decision.warned else "allow", name, decision.message or "")
+            return Act("block", name, det.message if det is not None else "")
+        return Act("warn" if decision.warned else "allow", name, det.message if det else "")
 
     def after(self, call: Call) -> None:
         result, error = result_and_error(call)
@@ -150,135 +155,6 @@ class Today(Agent):
             self.guard.after_call(
                 call.tool, call.args, call_id=str(call.index), result=result, error=error
             )
-
-    def compaction(self) -> None:
-        self.guard.on_compaction()
-
-
-class Projected(Agent):
-    """The guard as issue 9 will run it: masking and the new detectors beside today's rules."""
-
-    def __init__(
-        self, run: Run, guard: lw.LoopGuard, rules: frozenset[str], history_size: int
-    ) -> None:
-        super().__init__(run)
-        self.guard = guard.run(run.name)
-        base = ExtraConfig()
-        cfg = replace(
-            base,
-            repeat=replace(base.repeat, enabled="repeat" in rules),
-            cycle=replace(base.cycle, enabled="cycle" in rules),
-            failure=replace(base.failure, enabled="failure" in rules),
-        )
-        self.extra = ExtraDetectors(cfg)
-        self.masking = "masking" in rules
-        self.window: deque[str] = deque()
-        self.seen: Counter[str] = Counter()
-        self.history_size = history_size
-        self.delivered: set[str] = set()
-        self.pending: tuple[str, bool, bool] | None = None
-        self.last_outcome: dict[str, str] = {}
-        self.last_raw: dict[str, str] = {}
-
-    def _remember(self, sig: str) -> bool:
-        """Add ``sig`` to the window; True when it was already there."""
-        repeated = self.seen[sig] > 0
-        self.window.append(sig)
-        self.seen[sig] += 1
-        if len(self.window) > self.history_size:
-            old = self.window.popleft()
-            self.seen[old] -= 1
-        return repeated
-
-    def before(self, call: Call) -> Act:
-        tool, params = call.tool, call.args
-        sig = lw.args_hash(tool, params)
-        poll = is_known_poll(tool, params)
-        finding = self.extra.check(tool, sig, poll)
-        if finding is not None and finding.critical:
-            return self._vetoed(call, sig, poll, finding)
-        try:
-            decision = self.guard.before_call_hashed(tool, sig, call_id=str(call.index), poll=poll)
-        except lw.LoopAbort as abort:
-            return Act("stop", abort.detector, abort.message)
-        if decision.blocked:
-            det = decision.detection
-            self.extra.veto(tool, sig, None)
-            self._remember(sig)
-            return Act("block", det.detector if det else "", decision.message or "")
-        repeated = self._remember(sig)
-        self.pending = (sig, poll, repeated)
-        if finding is not None and finding.warning_key not in self.delivered:
-            self.delivered.add(finding.warning_key)
-            return Act("warn", finding.detector, finding.log_message)
-        if decision.warned:
-            det = decision.detection
-            return Act("warn", det.detector if det else "", decision.message or "")
-        return Act("allow")
-
-    def _vetoed(self, call: Call, sig: str, poll: bool, finding: Finding) -> Act:
-        """A block by a new rule: recorded as a veto in the guard's window too (SPEC 6.2)."""
-        tool = call.tool
-        try:
-            decision = self.guard.before_call_hashed(tool, sig, call_id=str(call.index), poll=poll)
-            if not decision.blocked:
-                repeat = finding.repeat_outcome or self.last_outcome.get(sig) or "veto"
-                self.guard.after_call_hashed(
-                    tool, sig, repeat, call_id=str(call.index), is_error=True
-                )
-        except lw.LoopAbort as abort:
-            return Act("stop", abort.detector, abort.message)
-        self.extra.veto(tool, sig, finding)
-        self._remember(sig)
-        return Act("stop" if finding.stop else "block", finding.detector, finding.log_message)
-
-    def after(self, call: Call) -> None:
-        assert self.pending is not None
-        sig, poll, repeated = self.pending
-        self.pending = None
-        tool, params = call.tool, call.args
-        result, error = result_and_error(call)
-        text = call.text() if (call.result is not None or call.error) else ""
-        outcome = lw.hash_outcome(tool, params, result=result, error=error)
-        raw = outcome.hash
-        # Masked only when the same call already ran in the window: only then is there
-        # an earlier outcome to compare it with (masking costs several times the hash).
-        # The same raw outcome as last time keeps last time's hash, masked or not.
-        if self.masking and repeated and raw is not None:
-            if self.last_raw.get(sig) == raw:
-                outcome = outcome._replace(hash=self.last_outcome[sig])
-            else:
-                masked = mask_volatile(text)
-                if masked is not text:
-                    # Hashed as hash_outcome hashes a string result or an error message
-                    # (the unknown-tool name was read from the raw text already).
-                    if call.error:
-                        outcome = outcome._replace(hash="error:" + digest(masked or "error"))
-                    elif isinstance(result, str):
-                        outcome = outcome._replace(hash=digest(masked))
-        if raw is not None:
-            self.last_raw[sig] = raw
-        with contextlib.suppress(lw.LoopAbort):  # the stop shows at the next before_call
-            self.guard.after_call_hashed(
-                tool,
-                sig,
-                outcome.hash,
-                call_id=str(call.index),
-                unknown_tool_name=outcome.unknown_tool_name,
-                is_error=outcome.is_error,
-            )
-        if outcome.hash is not None:
-            self.last_outcome[sig] = outcome.hash
-        self.extra.record(
-            tool,
-            sig,
-            outcome.hash,
-            is_error=outcome.is_error,
-            error=error_excerpt(text) if outcome.is_error else None,
-            duration=None,  # the recordings hold no durations
-            params=params,
-            poll=poll,
-        )
 
     def compaction(self) -> None:
         self.guard.on_compaction()
@@ -307,9 +183,7 @@ class Plain(Agent):
 def make_agent(setup: Setup, run: Run, guard: lw.LoopGuard) -> Agent:
     if setup.plain:
         return Plain(run, setup.plain)
-    if not setup.rules:
-        return Today(run, guard)
-    return Projected(run, guard, setup.rules, guard.config_for().history_size)
+    return Guarded(run, guard)
 
 
 def replay(run: Run, agent: Agent) -> list[Act]:
@@ -343,11 +217,13 @@ class Tally:
     late: int = 0
     late_prevented: int = 0
 
-    def add(self, span: Span, acts: list[Act]) -> None:
+    def add(self, span: Span, acts: list[Act]) -> bool:
+        """Count one loop; True when it was blocked or stopped."""
         seg = acts[span.start : span.end]
         self.loops += 1
         self.flagged += any(a.action in ("warn", *ACTED) for a in seg)
-        self.blocked += any(a.action in ACTED for a in seg) or seg[0].action == "unasked"
+        acted = any(a.action in ACTED for a in seg) or seg[0].action == "unasked"
+        self.blocked += acted
         self.stopped += any(a.action in ("stop", "unasked") for a in seg)
         first = next((i + 1 for i, a in enumerate(seg) if a.action in PREVENTED), None)
         if first is not None:
@@ -355,6 +231,7 @@ class Tally:
         late = seg[10:]
         self.late += len(late)
         self.late_prevented += sum(a.action in PREVENTED for a in late)
+        return acted
 
     def line(self) -> str:
         n = max(self.loops, 1)
@@ -378,24 +255,29 @@ class Result:
     healthy_flagged: list[tuple[Run, int, Act]]
     healthy_blocked: list[tuple[Run, int, Act]]
     calls_asked: int
+    missed: list[tuple[str, Run, Span]] = field(default_factory=list)
+    """Visible loops and failure streaks that were neither blocked nor stopped."""
 
 
 def evaluate(setup: Setup, runs: list[Run]) -> Result:
-    guard = lw.LoopGuard(CONFIG)
+    guard = setup.guard()
     loops, cycles, failures, alone = Tally(), Tally(), Tally(), Tally()
     flagged: list[tuple[Run, int, Act]] = []
     blocked: list[tuple[Run, int, Act]] = []
+    missed: list[tuple[str, Run, Span]] = []
     healthy = asked = 0
     for run in runs:
         acts = replay(run, make_agent(setup, run, guard))
         asked += sum(a.action != "unasked" for a in acts)
         visible = visible_loops(run.calls)
         for span in visible:
-            loops.add(span, acts)
+            if not loops.add(span, acts):
+                missed.append(("visible loop", run, span))
         for span in cycle_spans(run.calls):
             cycles.add(span, acts)
         for span in failure_spans(run.calls):
-            failures.add(span, acts)
+            if not failures.add(span, acts):
+                missed.append(("failure streak", run, span))
             if not overlaps(span, visible):
                 alone.add(span, acts)
         if run.label == "healthy":
@@ -406,7 +288,7 @@ def evaluate(setup: Setup, runs: list[Run]) -> Result:
             hit = next(((i, a) for i, a in enumerate(acts) if a.action in PREVENTED), None)
             if hit is not None:
                 blocked.append((run, *hit))
-    return Result(setup, loops, cycles, failures, alone, healthy, flagged, blocked, asked)
+    return Result(setup, loops, cycles, failures, alone, healthy, flagged, blocked, asked, missed)
 
 
 def report(result: Result) -> None:
@@ -428,6 +310,20 @@ def report(result: Result) -> None:
                 f"  {kind}: {run.name} call {index + 1} {call.tool} {args!r}: "
                 f"{act.action} by {act.detector}: {act.message[:110]}"
             )
+
+
+def missed(result: Result) -> None:
+    """The loops the setup neither blocked nor stopped, with their shape."""
+    print(f"\nnot blocked or stopped ({result.setup.name}):")
+    for kind, run, span in result.missed:
+        calls = run.calls[span.start : span.end]
+        tools = Counter(c.tool for c in calls)
+        errors = sum(bool(c.error) for c in calls)
+        print(
+            f"  {kind}: {run.name} calls {span.start + 1}-{span.end} ({span.end - span.start} "
+            f"calls, tools {dict(tools)}, {errors} failed, {len({c.key for c in calls})} "
+            f"distinct calls, {len({c.text() for c in calls})} distinct results)"
+        )
 
 
 def targets(result: Result) -> None:
@@ -456,12 +352,9 @@ def targets(result: Result) -> None:
 
 
 COST_SETUPS = {
-    "today": Setup("today"),
-    "rules off": Setup("projected, new rules off", frozenset({"none"})),
-    "rules on": Setup("projected, new rules on", RULES),
+    "rules off": Setup("today: the issue 9 rules off"),
+    "rules on": Setup("defaults: the issue 9 rules on", ALL),
 }
-"""``rules off`` runs the projection harness with every new rule off: the cost of
-the new rules is ``rules on`` against it (``today`` shows the harness's own cost)."""
 
 
 def cost(runs: list[Run], rounds: int) -> None:
@@ -475,7 +368,7 @@ def cost(runs: list[Run], rounds: int) -> None:
     asked: dict[str, int] = {}
     for _ in range(rounds):
         for name, setup in COST_SETUPS.items():
-            guard = lw.LoopGuard(CONFIG)
+            guard = setup.guard()
             start = time.perf_counter()
             total = 0
             for run in subset:
@@ -501,8 +394,7 @@ def callgrind(data: str | None, prefix: str) -> None:
             "runs = b.load_runs(%r, %r)[:%d]\n"
             "import gc; gc.freeze()\n"
             "setup = b.COST_SETUPS[%r]\n"
-            "import loopwarden as lw\n"
-            "g = lw.LoopGuard(b.CONFIG)\n"
+            "g = setup.guard()\n"
             "n = 0\n"
             "for r in runs:\n"
             "    n += sum(a.action != 'unasked' for a in b.replay(r, b.make_agent(setup, r, g)))\n"
@@ -537,6 +429,7 @@ def main(argv: Iterable[str] | None = None) -> None:
         result = evaluate(setup, runs)
         results.append(result)
         report(result)
+    missed(results[1])
     targets(results[1])
     if args.cost:
         cost(runs, args.rounds)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from _callgrind import collected
 
-from loopwarden._volatile import MIN_LENGTH, mask_volatile
+from loopwarden.profiles.volatile import MIN_LENGTH, mask_volatile
 
 SHELL_ERROR = "/bin/bash: line 18516: cd: fastjson/: No such file or directory"
 FILE_VIEW = (
@@ -78,7 +78,7 @@ def sha(text: str) -> object:
 
 def callgrind(name: str, texts: list[str]) -> None:
     script = (
-        "import sys, pickle\nsys.path.insert(0, %r)\nfrom loopwarden._volatile import "
+        "import sys, pickle\nsys.path.insert(0, %r)\nfrom loopwarden.profiles.volatile import "
         "mask_volatile\ntexts = pickle.loads(sys.stdin.buffer.read())\n"
         "for t in texts:\n    %s\n"
     )

@@ -36,6 +36,11 @@ T = TypeVar("T")
 _MAX_PENDING = 256
 
 
+def _any_masked(profiles: Any) -> bool:
+    """Some tool's profile turns the volatile-counter profile on by itself."""
+    return any(p.volatile_counters for p in profiles.profiles.values())
+
+
 class RunBase:
     """Identity, store access and post-commit effects of one run's guard."""
 
@@ -55,6 +60,13 @@ class RunBase:
         self.config = guard.config_for(agent_id)
         self.tools: frozenset[str] | None = frozenset(tools) if tools is not None else None
         self._off = self.config.enabled is False
+        # Outcomes carry their source only when something reads it: masking or the extras.
+        extras = self.config.extras
+        self._extras = self.config.enabled is True and (
+            guard.profiles.masker is not None
+            or bool(guard.profiles.profiles and _any_masked(guard.profiles))
+            or (extras is not None and extras.active)
+        )
         self._store = guard.store
         self._profiles = guard.profiles
         self._record = guard.run_record
@@ -63,6 +75,7 @@ class RunBase:
         self.key = f"{agent_key}\x1f{session_id or ''}\x1f{run_id}"
         # call key -> args hash, so each call's params are hashed once.
         self._sigs: dict[str, tuple[str, Any]] = {}
+        self._maskers: dict[str, Any] = {}  # tool -> its masker (None: not masked)
         self._attach = guard._attach
         self.inline = self._attach is not None
         """True when the store never blocks, so the sync methods are safe on an event loop."""
@@ -113,8 +126,19 @@ class RunBase:
             sig = cached[0]
         else:
             sig = f"{tool}:{digest(params)}"
-        outcome = hash_outcome(tool, params, result=result, error=error, profiles=self._profiles)
-        return tool, sig, call_id if call_id is not None else sig, call_id, outcome
+        profiles = self._profiles
+        outcome = hash_outcome(tool, params, result=result, error=error, profiles=profiles)
+        if self._extras:
+            maskers = self._maskers
+            masker = maskers.get(tool, maskers)
+            if masker is maskers:
+                masker = profiles.masker_for(tool)
+                if len(maskers) < 256:
+                    maskers[tool] = masker
+            src = (tool, params, result, error, profiles, masker)
+        else:
+            src = None
+        return tool, sig, call_id if call_id is not None else sig, call_id, outcome, src
 
     # -- after the commit ----------------------------------------------------------
     def _decided(self, step: Step, call: Call, params: Any, now: float) -> Decision:
@@ -139,12 +163,15 @@ class RunBase:
 
     def _recorded(self, step: Step, done: Done, raw: Any, now: float) -> str | None:
         """After the commit: the log line, the run record, the abort."""
-        tool, sig, _, call_id, out = done
+        tool, sig, _, call_id, out, _src = done
         if step.log is not None:
             write_line(step.log)
         record = self._record
         if record is not None and step.recorded:
-            details = (out.hash, out.is_error, out.unknown_tool_name, record.raw(raw))
+            # The hash the guard compared (masked, when it was), so a replay of the
+            # record sees what the live guard saw.
+            used = step.outcome_hash or out.hash
+            details = (used, out.is_error, out.unknown_tool_name, record.raw(raw))
             record.line(OUTCOME, now, self.run_id, call_id, tool, sig, *details)
         stop = step.stop
         if stop is not None:

@@ -22,6 +22,7 @@ blocked, when fail-closed).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -94,6 +95,7 @@ class LoopGuard:
             self._fixed = None
             self.config = load_config(config)
         settings = self.config.settings
+        self._with_extras: dict[int, tuple[LoopDetectionConfig, LoopDetectionConfig]] = {}
         self.agent_id = agent_id
         self.session_id = session_id
         self.clock = clock
@@ -140,10 +142,21 @@ class LoopGuard:
         self.sinks: tuple[EventSink, ...] = tuple(sinks)
 
     def config_for(self, agent_id: str | None = None) -> LoopDetectionConfig:
-        """The effective loop-detection config of an agent."""
+        """The effective loop-detection config of an agent, with the ``loopwarden`` block's
+        extra detectors (unless the config chose its own)."""
         if self._fixed is not None:
-            return self._fixed
-        return self.config.for_agent(agent_id if agent_id is not None else self.agent_id)
+            cfg = self._fixed
+        else:
+            cfg = self.config.for_agent(agent_id if agent_id is not None else self.agent_id)
+        if cfg.extras is not None:
+            return cfg
+        with_extras = self._with_extras.get(id(cfg))
+        if with_extras is None or with_extras[0] is not cfg:
+            with_extras = (cfg, dataclasses.replace(cfg, extras=self.config.settings.extras))
+            if len(self._with_extras) > 256:
+                self._with_extras.clear()
+            self._with_extras[id(cfg)] = with_extras
+        return with_extras[1]
 
     def run(
         self,
@@ -297,12 +310,32 @@ class RunGuard(RunBase):
         call_id: str | None = None,
         unknown_tool_name: str | None = None,
         is_error: bool = False,
+        params: Any = MISSING,
+        result: Any = MISSING,
+        error: Any = MISSING,
     ) -> str | None:
-        """:meth:`after_call` with precomputed hashes (trace replay)."""
+        """:meth:`after_call` with precomputed hashes (trace replay).
+
+        ``params``, ``result`` and ``error``, when the caller has them, let the guard
+        mask volatile counters and see failures and waits as :meth:`after_call` does
+        (read during the call only, never stored).
+        """
         if self._off:
             return None
         outcome = Outcome(outcome_hash, unknown_tool_name, is_error)
-        done = (tool, args_hash, call_id if call_id is not None else args_hash, call_id, outcome)
+        src = None
+        if self._extras and (result is not MISSING or error is not MISSING):
+            profiles = self._profiles
+            src = (
+                tool,
+                None if params is MISSING else params,
+                result,
+                error,
+                profiles,
+                profiles.masker_for(tool),
+            )
+        key = call_id if call_id is not None else args_hash
+        done = (tool, args_hash, key, call_id, outcome, src)
         try:
             now = self._clock()
             step = self._transact(after, done, now)

@@ -12,16 +12,37 @@ from typing import Any, NamedTuple
 
 from ._canonical import digest, to_plain
 from .profiles import DEFAULT_REGISTRY, OutcomeProfile, ProfileRegistry
+from .profiles.coding_agents import UNKNOWN_TOOL_PATTERNS as _UNKNOWN_PATTERNS
+from .profiles.openclaw import (
+    DELIVERY_MARKERS as _DELIVERY_MARKERS,
+)
+from .profiles.openclaw import (
+    POLL_ACTIONS as _POLL_ACTIONS,
+)
+from .profiles.openclaw import (
+    SEND_ACTIONS as _SEND_ACTIONS,
+)
+from .profiles.openclaw import (
+    SEND_TOOLS as _SEND_TOOLS,
+)
+from .profiles.openclaw import (
+    VOLATILE_SEND_KEYS as _VOLATILE_SEND_KEYS,
+)
+from .profiles.volatile import VolatileMasker
 
 __all__ = [
     "MISSING",
     "Outcome",
+    "OutcomeSource",
     "ToolOutcome",
     "args_hash",
     "digest",
+    "error_text",
     "extract_unknown_tool_name",
+    "failed",
     "hash_outcome",
     "is_known_poll",
+    "masked_hash",
 ]
 
 
@@ -70,67 +91,6 @@ class ToolOutcome(NamedTuple):
     unknown_tool: str | None = None
     """The name, when the framework answered that no such tool exists (no text matching)."""
 
-
-_NAME = r"[\"']?([a-z0-9_.-]+)[\"']?"
-# SPEC 2.4's two forms first, then the wordings of frameworks and coding agents
-# that the two forms miss or misread ("Unknown tool name: 'x'" would yield "name").
-_UNKNOWN_PATTERNS = tuple(
-    re.compile(pattern, re.IGNORECASE)
-    for pattern in (
-        r"unknown tool name[:\s]+" + _NAME,  # Pydantic AI
-        r"unknown tool[:\s]+" + _NAME,
-        r"tool\s+" + _NAME + r"\s+(?:not found|is not available)",
-        r"no such tool available[:\s]+" + _NAME,  # Claude Code
-        r"unsupported call[:\s]+" + _NAME,  # Codex CLI
-        r"^(?:error:\s*)?" + _NAME + r" is not a valid tool",  # LangChain
-    )
-)
-
-_POLL_ACTIONS = frozenset({"poll", "log"})
-# A mapping with any of these keys is a tool result (MCP's structuredContent counts as details).
-_SHAPE_KEYS = ("content", "details", "structuredContent", "structured_content")
-_SEND_ACTIONS = frozenset(
-    {
-        "send",
-        "broadcast",
-        "reply",
-        "thread-reply",
-        "sendWithEffect",
-        "sendAttachment",
-        "upload-file",
-        "sticker",
-        "poll",
-    }
-)
-_SEND_TOOLS = frozenset({"sessions_send", "conversations_send", "conversations_turn"})
-
-# Per-message ids and delivery times that channels return with every send
-# (OpenClaw issue #89090: one volatile messageId made every send look new, so a
-# stuck send loop could never be blocked). Route and conversation ids are not
-# here on purpose: a send to another conversation is progress.
-_VOLATILE_SEND_KEYS = frozenset(
-    {
-        "messageId",
-        "message_id",
-        "messageIds",
-        "platformMessageId",
-        "platformMessageIds",
-        "fileId",
-        "file_id",
-        "fileKey",
-        "pollId",
-        "poll_id",
-        "receipt",
-        "runId",
-        "idempotencyKey",
-        "ts",
-        "timestamp",
-        "sentAt",
-        "deliveredAt",
-        "createdAt",
-    }
-)
-_DELIVERY_MARKERS = ("direction", "senderId", "accountId")
 
 
 def args_hash(tool: str, params: Any) -> str:
@@ -415,3 +375,104 @@ def _shaped(
     if others:
         generic["blocks"] = others
     return Outcome(digest(_scrub(generic, profile) if scrub else generic))  # type: ignore[arg-type]
+
+
+_EXIT_KEYS = ("exitCode", "exit_code", "returncode")
+_WAIT_KEYS = ("command", "cmd", "script", "code", "commands")
+
+
+OutcomeSource = tuple[str, Any, Any, Any, ProfileRegistry, "VolatileMasker | None"]
+"""What the runtime guard may need about one outcome beyond its hash: tool, params,
+result, error, the profiles and the tool's volatile-counter masker. A plain tuple (it
+is made on every call); read by :func:`masked_hash`, :func:`failed`,
+:func:`error_text`, only when needed. Kept for one ``after_call``; never stored."""
+
+
+def masked_hash(src: OutcomeSource) -> str | None:
+    """The outcome hash with volatile counters masked (the raw hash without a masker)."""
+    tool, params, result, error, profiles, masker = src
+    try:
+        if error is not MISSING and error is not None:
+            error = masker.mask(_error_message(error)) if masker is not None else error
+        elif masker is not None and type(result) is ToolOutcome:
+            # Masked inside, so that it hashes in the same shape as unmasked.
+            if result.error is not MISSING and result.error is not None:
+                result = result._replace(error=masker.mask(_error_message(result.error)))
+            elif result.content is not MISSING:
+                result = result._replace(content=masker.mask_value(result.content))
+        elif masker is not None and result is not MISSING:
+            if type(result) not in _SIMPLE_RESULTS and type(result) is not dict:
+                result = to_plain(result)
+            result = masker.mask_value(result)
+    except Exception:
+        pass  # hashed as it is
+    return hash_outcome(tool, params, result=result, error=error, profiles=profiles).hash
+
+
+def failed(src: OutcomeSource, is_error: bool) -> bool:
+    """An error, or a result whose shape says the command exited non-zero (an exit code at
+    the top of a result mapping or in its ``details``)."""
+    if is_error:
+        return True
+    result = src[2]
+    if type(result) is not dict:
+        return False
+    if "details" in result:
+        details = result["details"]
+        if type(details) is dict and _nonzero_exit(details):
+            return True
+    return _nonzero_exit(result)
+
+
+def _nonzero_exit(where: dict[str, Any]) -> bool:
+    # Membership tests first: nearly every result has none of these keys.
+    if "exitCode" in where or "exit_code" in where or "returncode" in where:
+        for key in _EXIT_KEYS:
+            code = where.get(key)
+            if type(code) is int and code != 0:
+                return True
+    return False
+
+
+def error_text(src: OutcomeSource) -> str:
+    """The failure's text: the error's message, or the result's text (bounded)."""
+    result, error = src[2], src[3]
+    if type(result) is ToolOutcome:
+        result, error = result.content, result.error
+    try:
+        if error is not MISSING and error is not None:
+            return _error_message(error)[:4096]
+        if isinstance(result, str):
+            return result[:4096]
+        if isinstance(result, Mapping):
+            text, _ = _content_parts(result.get("content"))
+            if text:
+                return text[:4096]
+            for key in ("stderr", "stdout", "output", "error"):
+                value = result.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value[:4096]
+    except Exception:
+        pass
+    return ""
+
+
+# sleep 30, watch -n 5 ..., gh run watch, kubectl wait, helm --wait, `wait` for jobs.
+_WAIT_WORD = re.compile(r"(?<![\w.-])(?:--?)?(?:sleep|watch|wait)(?![\w-])")
+
+
+def is_wait_command(params: Any) -> bool:
+    """True when a call's command text sleeps, watches or waits (it is waiting on purpose)."""
+    if not isinstance(params, Mapping):
+        return False
+    for key in _WAIT_KEYS:
+        value = params.get(key)
+        if isinstance(value, list):
+            value = " ".join(v for v in value if isinstance(v, str))
+        if not isinstance(value, str):
+            continue
+        value = value[:4096]
+        # The substring tests are C-fast and nearly always false; the pattern checks words.
+        if ("sleep" in value or "wait" in value or "watch" in value) and _WAIT_WORD.search(value):
+            return True
+    return False

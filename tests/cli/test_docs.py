@@ -21,10 +21,13 @@ def test_run_record_snippet_then_replay(tmp_path: Path, monkeypatch: pytest.Monk
     record = tmp_path / "agent-runs.jsonl"
     assert record.exists()
     default = replay_json(str(record))["runs"][0]
-    assert default["stop"]["call"] == 31  # the live defaults: breaker at 30 identical reads
-    tuned = replay_json(str(record), "--set", "warningThreshold=5", "--set", "criticalThreshold=8")
+    # The live defaults: the 8th identical read in a row stops the run (the record
+    # holds the 8 calls the live guard saw).
+    assert default["stop"]["call"] == 8
+    assert default["stop"]["detector"] == "consecutive_repeat"
+    tuned = replay_json(str(record), "--set", "warningThreshold=2", "--set", "criticalThreshold=3")
     run = tuned["runs"][0]
-    assert (run["first_warning_call"], run["first_block_call"]) == (6, 9)
+    assert (run["first_warning_call"], run["first_block_call"]) == (3, 4)
 
 
 def test_json_gate_snippet(
@@ -38,9 +41,10 @@ def test_json_gate_snippet(
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
     exec(compile(snippet("cli-json-gate"), "docs/cli.md:cli-json-gate", "exec"), {})
     out = capsys.readouterr().out
-    assert out.count("global_circuit_breaker") == 2
-    assert out.count("compaction_loop_persisted") == 2
-    assert out.strip().endswith("65 calls came after a first warning")
+    assert out.count("consecutive_repeat") == 5
+    assert out.count("compaction_loop_persisted") == 1
+    assert out.count(": cycle on ") == 1
+    assert out.strip().endswith("97 calls came after a first warning")
 
 
 def test_replay_sources_snippet(
@@ -51,7 +55,7 @@ def test_replay_sources_snippet(
     exec(compile(snippet("cli-replay-sources"), "docs/cli.md:cli-replay-sources", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith(
-        "stopped at call 32 of 35: global_circuit_breaker on Bash (count 30)"
-        "; first warning at call 12, 23 calls after it; 3 calls after the stop"
+        "stopped at call 9 of 35: consecutive_repeat on Bash (count 8)"
+        "; first warning at call 6, 29 calls after it; 26 calls after the stop"
     )
     assert out[-1] == "2 runs, 39 calls; fail a CI gate: True"

@@ -57,12 +57,12 @@ def test_html_page_structure(cli: Run, tmp_path: Path) -> None:
     assert parsed.tags["article"] == 12  # one timeline per run of the examples
     # one cell per call of every run (151 calls in the examples)
     assert parsed.classes["c"] - 8 == 151  # minus the 8 legend swatches
-    assert parsed.classes["s"] - 1 == 2  # two breaker stops (+1 in the legend)
-    assert parsed.classes["a"] - 1 == 2  # two post-compaction aborts
+    assert parsed.classes["s"] - 1 == 6  # six stops (+1 in the legend)
+    assert parsed.classes["a"] - 1 == 1  # one post-compaction abort
     assert parsed.classes["cp"] - 1 == 2  # two compactions drawn
-    assert parsed.classes["x"] - 1 == 8  # calls after a stop, faded
-    assert parsed.classes["r"] > 50  # repeated identical outcomes are hatched
-    assert "compaction_loop_persisted" in page and "global_circuit_breaker" in page
+    assert parsed.classes["x"] - 1 == 78  # calls after a stop, faded
+    assert parsed.classes["r"] > 30  # repeated identical outcomes are hatched
+    assert "compaction_loop_persisted" in page and "consecutive_repeat" in page
     rows = re.findall(r'<tr class="lvl-(\w+)"', page)
     assert len(rows) == 12
     assert rows[: rows.count("critical")] == ["critical"] * rows.count("critical")  # findings first

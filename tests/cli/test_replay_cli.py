@@ -71,41 +71,46 @@ def test_examples_json_report_covers_every_format_and_pattern() -> None:
     assert {i["format"] for i in report["inputs"]} == formats
     assert report["problems"] == []
 
-    # Claude Code: 1 listing call, then 34 identical polls (calls 2..35). With the
-    # defaults the 11th poll warns, the 21st blocks, the 31st trips the breaker.
+    # Claude Code: 1 listing call, then 34 identical polls (calls 2..35) with no wait
+    # between them. With the defaults the 5th identical poll in a row warns, the 6th
+    # is blocked and the 8th stops the run (consecutive repeats, issue 9).
     claude = _run(report, "claude-code")
     assert claude["calls"] == 35
-    assert claude["first_warning_call"] == 12
-    assert claude["first_block_call"] == 22
-    assert claude["stop"]["call"] == 32
-    assert claude["stop"]["detector"] == "global_circuit_breaker"
-    assert claude["counts"] == {"warn": 1, "block": 10, "stop": 1, "abort": 0}
-    assert claude["calls_after_first_warning"] == 35 - 12
-    assert claude["calls_after_stop"] == 3
+    assert claude["first_warning_call"] == 6
+    assert claude["first_block_call"] == 7
+    assert claude["stop"]["call"] == 9
+    assert claude["stop"]["detector"] == "consecutive_repeat"
+    assert claude["counts"] == {"warn": 1, "block": 2, "stop": 1, "abort": 0}
+    assert claude["calls_after_first_warning"] == 35 - 6
+    assert claude["calls_after_stop"] == 26
     assert claude["level"] == "critical"
     assert claude["title"].startswith("CI for release/4.2")
     assert _run(report, "claude-code", 1)["level"] == "ok"
 
-    # OpenClaw: a read/exec ping-pong, and a re-read that survives compaction.
+    # OpenClaw: a read/exec alternation (a cycle of two with unchanged results), and
+    # a re-read that survives compaction.
     pingpong = _run(report, "openclaw")
-    assert {e["detector"] for e in pingpong["events"]} == {"ping_pong"}
+    assert {e["detector"] for e in pingpong["events"]} == {"cycle"}
+    assert pingpong["stop"]["call"] == 11
     after_compaction = _run(report, "openclaw", 1)
     assert after_compaction["compactions"] == 1
     assert after_compaction["stop"]["detector"] == "compaction_loop_persisted"
     assert after_compaction["stop"]["action"] == "abort"
 
-    # Chat export with a tools list: the unregistered refund_order is blocked
-    # once it has been missed unknownToolThreshold (10) times in a row.
+    # Chat export with a tools list: the unregistered refund_order, retried with the
+    # same arguments and the same error, is blocked as a consecutive repeat at its 6th
+    # try (call 7), before the unknown-tool guard's 10 misses.
     chat = next(r for r in report["runs"] if r["run"] == "conv_support_1042")
     first_block = next(e for e in chat["events"] if e["action"] == "block")
-    assert first_block["detector"] == "unknown_tool_repeat"
+    assert first_block["detector"] == "consecutive_repeat"
     assert first_block["tool"] == "refund_order"
-    assert first_block["call"] == 1 + 10 + 1
+    assert first_block["call"] == 1 + 6
 
-    # OTel: 12 identical searches warn (count 10) but never block (critical is 20).
+    # OTel: 12 identical searches in a row: warned at the 5th, stopped at the 8th.
     otel = next(r for r in report["runs"] if r["source"]["format"] == "otel" and r["calls"] == 13)
-    assert otel["level"] == "warning"
-    assert otel["events"][0]["call"] == 11
+    assert otel["level"] == "critical"
+    assert otel["events"][0]["call"] == 5
+    assert otel["stop"]["call"] == 8
 
     totals = report["totals"]
     assert totals["runs"] == len(report["runs"])
@@ -120,17 +125,17 @@ def test_text_report_lists_events_and_verdicts(cli: Run) -> None:
     assert done.returncode == 0
     out = done.stdout
     assert "\x1b[" not in out  # no colour when stdout is not a terminal
-    assert "call 12" in out and "warn" in out and "generic_repeat" in out
-    assert "call 22" in out and "10 blocks" in out
-    assert "call 32" in out and "global_circuit_breaker" in out
-    assert "STOPPED  stopped at call 32 of 35" in out
+    assert "call 6" in out and "warn" in out and "consecutive_repeat" in out
+    assert "call 7" in out and "2 blocks" in out
+    assert "call 9" in out and "stop" in out
+    assert "STOPPED  stopped at call 9 of 35" in out
     assert "OK  ok: 4 calls, no loop detected" in out
     assert "Summary: 2 runs, 39 calls from 1 file" in out
 
     loops = cli(["replay", str(CLAUDE), "--loops-only", "-v"])
     assert "no loop detected" not in loops.stdout
     # --verbose shows what the model would be told
-    assert "CRITICAL: the loopwarden global circuit breaker stopped this run" in loops.stdout
+    assert "CRITICAL: loopwarden stopped this run: Bash was called 8 times" in loops.stdout
 
 
 def test_set_overrides_and_fail_on(cli: Run, tmp_path: Path) -> None:
@@ -141,12 +146,15 @@ def test_set_overrides_and_fail_on(cli: Run, tmp_path: Path) -> None:
     run = lowered["runs"][0]
     assert lowered["config"]["overrides"] == {"warningThreshold": 3, "criticalThreshold": 5}
     assert run["first_warning_call"] == 5  # the 4th poll sees 3 identical calls
-    assert run["first_block_call"] == 7
+    assert run["first_block_call"] == 7  # the consecutive repeat's 6th, before critical 5+1
+    assert run["stop"]["call"] == 9
 
     assert cli(["replay", str(CLAUDE), "--fail-on", "critical"]).returncode == 1
-    # The OTel trace only warns: critical does not fail it, warning does.
+    # The chat trace of two forecasts never warns: no level fails it.
+    weather = EXAMPLES / "chat" / "weather-responses.jsonl"
+    assert cli(["replay", str(weather), "--fail-on", "critical"]).returncode == 0
+    assert cli(["replay", str(weather), "--fail-on", "warning"]).returncode == 0
     otel = EXAMPLES / "otel" / "research-agent-spans.json"
-    assert cli(["replay", str(otel), "--fail-on", "critical"]).returncode == 0
     assert cli(["replay", str(otel), "--fail-on", "warning"]).returncode == 1
 
     typo = cli(["replay", str(CLAUDE), "--set", "warningTreshold=5"])
@@ -174,10 +182,10 @@ def test_config_file_agents_and_enabled_note(cli: Run, tmp_path: Path) -> None:
     report = replay_json(str(trace), "--config", str(config))
     first = report["runs"][0]
     assert first["agent"] == "ops"
-    # The 5th identical lock read (call 10) reaches the ops breaker of 4; with the
-    # global block this run only blocks (see the examples test).
-    assert first["stop"]["call"] == 10
-    assert first["stop"]["detector"] == "global_circuit_breaker"
+    # The ops block's critical 3 blocks the read/exec ping-pong at call 4; with a
+    # breaker of 4 one block in a row is all it takes to stop the run (issue 12).
+    assert first["stop"]["call"] == 5
+    assert first["stop"]["detector"] == "ping_pong"
     # Replay never writes into the run record the config names.
     assert not (tmp_path / "must-not-exist.jsonl").exists()
 
@@ -287,7 +295,7 @@ def test_stdin_gzip_and_output_file(cli: Run, tmp_path: Path) -> None:
     assert piped.returncode == 0, piped.stderr
     report = json.loads(piped.stdout)
     assert report["runs"][0]["source"]["file"] == "<stdin>"
-    assert report["runs"][0]["stop"]["call"] == 32
+    assert report["runs"][0]["stop"]["call"] == 9
 
     packed = tmp_path / "session.jsonl.gz"
     packed.write_bytes(gzip.compress(CLAUDE.read_bytes()))
@@ -296,7 +304,7 @@ def test_stdin_gzip_and_output_file(cli: Run, tmp_path: Path) -> None:
     done = cli(["replay", str(packed), "--format", "json", "-o", str(out)])
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    assert json.loads(out.read_text())["runs"][0]["stop"]["call"] == 32
+    assert json.loads(out.read_text())["runs"][0]["stop"]["call"] == 9
 
     text_out = tmp_path / "report.txt"
     assert cli(["replay", str(CLAUDE), "-o", str(text_out)]).returncode == 0

@@ -23,5 +23,5 @@ def test_tune_snippet(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     monkeypatch.chdir(ROOT)
     exec(compile(snippet("cli-tune"), "docs/cli.md:cli-tune", "exec"), {})
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0] == "C1 warningThreshold=5 criticalThreshold=10: 68 calls prevented"
+    assert lines[0] == "C1 warningThreshold=5 criticalThreshold=10: 96 calls prevented"
     assert len(lines) == 5 and "C1 (warningThreshold=5 criticalThreshold=10)" in lines[-1]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwarden._extra_detectors import (
+from loopwarden.config.model import ExtrasConfig
+from loopwarden.engine.extras import (
     CYCLE,
     FAILURE_STREAK,
     REPEAT,
-    ExtraConfig,
     ExtraDetectors,
     Finding,
     Step,
@@ -44,7 +44,7 @@ def drive(det: ExtraDetectors, steps: list[Step]) -> list[Finding | None]:
         f = det.check(s.tool, s.sig, s.poll)
         found.append(f)
         if f is not None and f.critical:
-            det.veto(s.tool, s.sig, f)
+            det.veto(s.tool, s.sig, f.repeat_outcome)
         else:
             det.observe(s)
     return found
@@ -74,7 +74,7 @@ class TestConsecutiveRepeat:
 
     def test_changing_outcome_restarts_the_count(self) -> None:
         """A new outcome is progress: the streak starts again from it."""
-        steps = [step("poll", "job", "running")] * 4 + [step("poll", "job", "done")] * 4
+        steps = [step("fetch", "job", "running")] * 4 + [step("fetch", "job", "done")] * 4
         # The 5th call is checked before its new answer is known; after it, counting restarts.
         assert levels(drive(ExtraDetectors(), steps)) == ["-"] * 4 + ["warning"] + ["-"] * 3
 
@@ -104,12 +104,12 @@ class TestConsecutiveRepeat:
         """A call that took at least ``wait_seconds`` counts as a wait."""
         det = ExtraDetectors()
         for _ in range(19):
-            assert det.check("ci_status", "ci_status:42") is None
-            det.record("ci_status", "ci_status:42", "running", duration=30.0, params={"id": 42})
+            assert det.check("ci_run", "ci_run:42") is None
+            det.record("ci_run", "ci_run:42", "running", duration=30.0, params={"id": 42})
         fast = ExtraDetectors()
         for _ in range(5):
-            fast.record("ci_status", "ci_status:42", "running", duration=0.2, params={"id": 42})
-        finding = fast.check("ci_status", "ci_status:42")
+            fast.record("ci_run", "ci_run:42", "running", duration=0.2, params={"id": 42})
+        finding = fast.check("ci_run", "ci_run:42")
         assert finding is not None and finding.critical
 
     def test_sleep_in_the_command_is_a_wait(self) -> None:
@@ -277,8 +277,8 @@ class TestProperties:
         """A detector switched off in the config never reports."""
         from dataclasses import replace
 
-        cfg = ExtraConfig()
-        off = replace(cfg, repeat=replace(cfg.repeat, enabled=False))
+        cfg = ExtrasConfig()
+        off = replace(cfg, consecutive_repeat=replace(cfg.consecutive_repeat, enabled=False))
         assert all(f is None for f in drive(ExtraDetectors(off), [step("x", "1")] * 10))
         assert ExtraDetectors(off).dump()[0] is None
 

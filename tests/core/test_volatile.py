@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwarden._volatile import (
+from loopwarden.profiles.volatile import (
     BUILTIN_CLASS_NAMES,
     DEFAULT_MASKER,
     MIN_LENGTH,

@@ -12,7 +12,12 @@ from loopwarden.tune import TuneOutcome, build_candidates, grid_changes, parse_g
 
 from .corpus import write_jsonl
 
-BASE = {"tools": {"loopDetection": {"enabled": True}}}
+# OpenClaw's rules alone, so that the grid's thresholds decide (the runtime guard's
+# own rules would block both candidates at the 6th identical call in a row).
+BASE = {
+    "tools": {"loopDetection": {"enabled": True}},
+    "loopwarden": {"consecutiveRepeat": False, "cycle": False, "failureStreak": False},
+}
 # Warn at 3 and block at 6 identical calls, or never block (20) on 14-call runs.
 GRID = ["warningThreshold=3", "criticalThreshold=6,20"]
 

@@ -50,6 +50,11 @@ BLOCK_FIELDS = (
 SETTINGS_KEYS = (
     "sendTools",
     "outcomeProfiles",
+    "volatileCounters",
+    "consecutiveRepeat",
+    "cycle",
+    "failureStreak",
+    "waitSeconds",
     "store",
     "failMode",
     "runRecord",
@@ -58,7 +63,22 @@ SETTINGS_KEYS = (
     "telemetry",
 )
 TELEMETRY_KEYS = {"enabled": "enabled", "maxToolNames": "max_tool_names", "maxAgents": "max_agents"}
-PROFILE_KEYS = ("volatileKeys", "volatilePatterns", "poll", "send")
+PROFILE_KEYS = ("volatileKeys", "volatilePatterns", "volatileCounters", "poll", "send")
+# camelCase key -> attribute, for the detectors of the loopwarden block (issue 9).
+REPEAT_KEYS = {
+    "enabled": "enabled",
+    "warnAt": "warn_at",
+    "blockAt": "block_at",
+    "stopAt": "stop_at",
+}
+CYCLE_KEYS = {
+    "enabled": "enabled",
+    "maxPeriod": "max_period",
+    "warnRounds": "warn_rounds",
+    "blockRounds": "block_rounds",
+    "stopAfterBlocks": "stop_after_blocks",
+}
+FAILURE_KEYS = REPEAT_KEYS
 
 Source = Literal["default", "global", "agent", "override", "repair", "direct"]
 PathKey = tuple[str | int, ...]
@@ -96,6 +116,78 @@ class DetectorsConfig:
     """``pingPong``: two calls alternating without progress."""
 
 
+@dataclass(frozen=True, slots=True)
+class RepeatConfig:
+    """``loopwarden.consecutiveRepeat``: the same call N times in a row, same outcome each time.
+
+    Counts include the checked call. In the real runs of the development set no
+    healthy run repeats a call more than 4 times in a row, so a warning at 5 and
+    a block at 6 leave a margin of one and two calls (see docs/detection.md).
+    """
+
+    enabled: bool = True
+    warn_at: int = 5
+    block_at: int = 6
+    stop_at: int = 8
+    """The block was ignored twice: the run is stopped."""
+
+
+@dataclass(frozen=True, slots=True)
+class CycleConfig:
+    """``loopwarden.cycle``: a cycle of 2 to ``max_period`` calls, each round the same."""
+
+    enabled: bool = True
+    max_period: int = 5
+    warn_rounds: int = 3
+    """Rounds of the cycle (the checked call included) that warn."""
+    block_rounds: int = 4
+    stop_after_blocks: int = 2
+    """Blocked calls of the cycle after which the run is stopped."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailureStreakConfig:
+    """``loopwarden.failureStreak``: one tool failing on every call in a row, whatever the args.
+
+    Counts are the failures before the checked call. No healthy run of the
+    development set has more than 4 such failures in a row (9 counting a
+    harness's format rejections), so the warning comes at 10.
+    """
+
+    enabled: bool = True
+    warn_at: int = 10
+    block_at: int = 12
+    stop_at: int = 14
+
+
+@dataclass(frozen=True, slots=True)
+class ExtrasConfig:
+    """The detectors the runtime guard adds to OpenClaw's (issue 9), from the ``loopwarden``
+    block. ``LoopGuard`` runs them by default whenever detection is ``enabled``; the
+    engine objects of SPEC 8 only when a config says so explicitly."""
+
+    consecutive_repeat: RepeatConfig = RepeatConfig()
+    cycle: CycleConfig = CycleConfig()
+    failure_streak: FailureStreakConfig = FailureStreakConfig()
+    wait_seconds: float = 10.0
+    """``waitSeconds``: a call that takes this long (``before_call`` to ``after_call``) is a
+    wait, not a spin: the extra detectors leave its pattern to OpenClaw's thresholds."""
+
+    @property
+    def active(self) -> bool:
+        """Any of the three detectors is on."""
+        return self.consecutive_repeat.enabled or self.cycle.enabled or self.failure_streak.enabled
+
+    @classmethod
+    def off(cls) -> ExtrasConfig:
+        """Every extra detector off (OpenClaw's rules alone)."""
+        return cls(
+            RepeatConfig(enabled=False),
+            CycleConfig(enabled=False),
+            FailureStreakConfig(enabled=False),
+        )
+
+
 @dataclass(frozen=True)
 class PostCompactionGuardConfig:
     """``tools.loopDetection.postCompactionGuard``."""
@@ -131,6 +223,10 @@ class LoopDetectionConfig:
         default_factory=PostCompactionGuardConfig
     )
     """``postCompactionGuard``: the guard armed after a context compaction."""
+    extras: ExtrasConfig | None = None
+    """The runtime guard's extra detectors (``loopwarden`` block), ``None``: not chosen here.
+    ``LoopGuard`` fills it from its settings (on by default); the SPEC 8 engine objects
+    run them only when it is set."""
     repairs: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """Threshold repairs applied to this block, in words."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -230,9 +326,15 @@ class Settings:
     """``stateTtlSeconds``: runs idle for longer than this are forgotten."""
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     """``telemetry``: ``true``, or ``{enabled, maxToolNames, maxAgents}``."""
+    volatile_counters: bool = True
+    """``volatileCounters``: mask volatile counters in outcomes before they are compared."""
+    extras: ExtrasConfig = ExtrasConfig()
+    """``consecutiveRepeat``, ``cycle``, ``failureStreak``, ``waitSeconds``."""
 
     def profile_registry(self) -> ProfileRegistry:
-        return ProfileRegistry.create(self.outcome_profiles, self.send_tools)
+        return ProfileRegistry.create(
+            self.outcome_profiles, self.send_tools, volatile=self.volatile_counters
+        )
 
 
 class FieldView(NamedTuple):

@@ -7,6 +7,7 @@ problem of a file; they return only the keys that are set (``null`` is unset).
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -15,12 +16,19 @@ from ..errors import ConfigIssue
 from ..profiles import OutcomeProfile
 from .model import (
     BLOCK_KEYS,
+    CYCLE_KEYS,
     DETECTOR_FIELDS,
+    FAILURE_KEYS,
     GUARD_FIELDS,
     PROFILE_KEYS,
+    REPEAT_KEYS,
     SETTINGS_KEYS,
     TELEMETRY_KEYS,
+    CycleConfig,
+    ExtrasConfig,
+    FailureStreakConfig,
     PathKey,
+    RepeatConfig,
     Settings,
     TelemetrySettings,
     format_path,
@@ -144,6 +152,10 @@ def _validate_profile(value: Any, path: PathKey, issues: list[ConfigIssue]) -> O
         sub = (*path, _member(key))
         if key not in PROFILE_KEYS:
             issues.append(ConfigIssue(format_path(sub), _suggest(str(key), PROFILE_KEYS)))
+        elif key == "volatileCounters":
+            checked = _bool(item, sub, issues)
+            if checked is not None:
+                kwargs["volatile_counters"] = checked
         elif key == "volatileKeys":
             kwargs["volatile_keys"] = _string_list(item, sub, issues)
         elif key == "volatilePatterns":
@@ -193,6 +205,73 @@ def validate_telemetry(value: Any, path: PathKey, issues: list[ConfigIssue]) -> 
     return TelemetrySettings(**kwargs)
 
 
+_DETECTOR_TYPES: dict[str, tuple[type[Any], Mapping[str, str], tuple[str, ...]]] = {
+    # key: (type, its keys, the thresholds that must not decrease in this order)
+    "consecutiveRepeat": (RepeatConfig, REPEAT_KEYS, ("warnAt", "blockAt", "stopAt")),
+    "cycle": (CycleConfig, CYCLE_KEYS, ("warnRounds", "blockRounds")),
+    "failureStreak": (FailureStreakConfig, FAILURE_KEYS, ("warnAt", "blockAt", "stopAt")),
+}
+
+
+def _validate_detector(key: str, value: Any, path: PathKey, issues: list[ConfigIssue]) -> Any:
+    """``true``/``false`` or an object of thresholds for one extra detector."""
+    cls, keys, order = _DETECTOR_TYPES[key]
+    if isinstance(value, bool):
+        return cls(enabled=value)
+    block = mapping(value, path, issues)
+    if block is None:
+        return cls()
+    kwargs: dict[str, Any] = {}
+    for name, item in block.items():
+        sub = (*path, name)
+        attr = keys.get(name)
+        if attr is None:
+            issues.append(ConfigIssue(format_path(sub), _suggest(str(name), keys)))
+        elif item is None:
+            continue
+        elif attr == "enabled":
+            checked: Any = _bool(item, sub, issues)
+            if checked is not None:
+                kwargs[attr] = checked
+        else:
+            checked = _positive_int(item, sub, issues)
+            if checked is not None:
+                if attr == "max_period" and not 2 <= checked <= 8:
+                    issues.append(
+                        ConfigIssue(format_path(sub), f"expected 2 to 8 calls, got {checked}")
+                    )
+                    continue
+                kwargs[attr] = checked
+    made = cls(**kwargs)
+    values = [(name, getattr(made, keys[name])) for name in order]
+    for (low_name, low), (high_name, high) in itertools.pairwise(values):
+        if high < low:
+            issues.append(
+                ConfigIssue(
+                    format_path((*path, high_name)),
+                    f"{high_name} {high} is below {low_name} {low}; expected " + " <= ".join(order),
+                )
+            )
+    return made
+
+
+def _positive_number(value: Any, path: PathKey, issues: list[ConfigIssue]) -> float | None:
+    """A positive number of seconds, bounded so that later arithmetic cannot overflow."""
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and 0 < value <= MAX_TTL_SECONDS
+    ):
+        return float(value)
+    issues.append(
+        ConfigIssue(
+            format_path(path),
+            f"expected a positive number of seconds (at most {MAX_TTL_SECONDS}), got {value!r}",
+        )
+    )
+    return None
+
+
 def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
     """Check the top-level ``loopwarden`` block."""
     path: PathKey = ("loopwarden",)
@@ -200,6 +279,7 @@ def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
     if not block:
         return Settings()
     kwargs: dict[str, Any] = {}
+    extras: dict[str, Any] = {}
     for key, item in block.items():
         sub = (*path, _member(key))
         if key not in SETTINGS_KEYS:
@@ -231,20 +311,22 @@ def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
             if checked is not None:
                 kwargs["log_params"] = checked
         elif key == "stateTtlSeconds":
-            if (
-                isinstance(item, (int, float))
-                and not isinstance(item, bool)
-                and 0 < item <= MAX_TTL_SECONDS
-            ):
-                kwargs["state_ttl_seconds"] = float(item)
-            else:
-                issues.append(
-                    ConfigIssue(
-                        format_path(sub),
-                        f"expected a positive number of seconds (at most {MAX_TTL_SECONDS}), "
-                        f"got {item!r}",
-                    )
-                )
+            number = _positive_number(item, sub, issues)
+            if number is not None:
+                kwargs["state_ttl_seconds"] = number
         elif key == "telemetry":
             kwargs["telemetry"] = validate_telemetry(item, sub, issues)
+        elif key == "volatileCounters":
+            checked = _bool(item, sub, issues)
+            if checked is not None:
+                kwargs["volatile_counters"] = checked
+        elif key == "waitSeconds":
+            number = _positive_number(item, sub, issues)
+            if number is not None:
+                extras["wait_seconds"] = number
+        else:  # consecutiveRepeat, cycle, failureStreak
+            attr = {"consecutiveRepeat": "consecutive_repeat", "failureStreak": "failure_streak"}
+            extras[attr.get(key, key)] = _validate_detector(key, item, sub, issues)
+    if extras:
+        kwargs["extras"] = ExtrasConfig(**extras)
     return Settings(**kwargs)

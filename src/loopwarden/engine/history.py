@@ -3,6 +3,12 @@
 One window of ``historySize`` records shared by every run (OpenClaw's model),
 with detection scoped to the run being checked. The runtime guard
 (:mod:`loopwarden.guard`) instead gives each run a window of its own.
+
+Built from a bare ``tools.loopDetection`` block it keeps OpenClaw's semantics
+exactly. The runtime guard's additions are switched on explicitly: a config with
+``extras`` (``LoopDetectionConfig(enabled=True, extras=ExtrasConfig())``) runs the
+extra detectors, and a registry with the volatile-counter profile
+(``ProfileRegistry.create(volatile=True)``) masks outcomes before hashing.
 """
 
 from __future__ import annotations
@@ -13,9 +19,19 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import LoopDetectionConfig
-from ..hashing import MISSING, args_hash, hash_outcome, is_known_poll
+from ..hashing import (
+    MISSING,
+    args_hash,
+    error_text,
+    failed,
+    hash_outcome,
+    is_known_poll,
+    masked_hash,
+)
 from ..profiles import DEFAULT_REGISTRY, ProfileRegistry
+from ..profiles.volatile import error_excerpt
 from .detect import Detection, detect_in_window
+from .extras import ExtraDetectors, finding_detection, outranks
 from .window import Record, RunWindow
 
 __all__ = ["Record", "ToolCallHistory", "normalize_run_id"]
@@ -57,6 +73,7 @@ class ToolCallHistory:
         self.clock = clock
         self._order: deque[Record] = deque()
         self._windows: dict[str | None, RunWindow] = {}
+        self._extras: dict[str | None, ExtraDetectors] = {}
 
     def __len__(self) -> int:
         return len(self._order)
@@ -88,7 +105,18 @@ class ToolCallHistory:
             window.evict_oldest()
             if not window.records:
                 del self._windows[oldest.run_id]
+                self._extras.pop(oldest.run_id, None)
         return rec
+
+    def _extra(self, run_id: str | None) -> ExtraDetectors | None:
+        """The run's extra detectors, when the config switches them on."""
+        extras = self.config.extras
+        if extras is None or self.config.enabled is not True or not extras.active:
+            return None
+        found = self._extras.get(run_id)
+        if found is None:
+            found = self._extras[run_id] = ExtraDetectors(extras)
+        return found
 
     def record_call(
         self, tool: str, params: Any, call_id: str | None = None, run_id: str | None = None
@@ -119,11 +147,24 @@ class ToolCallHistory:
         result and no error, or loopwarden's own block answer).
         """
         tool = _tool_name(tool)
-        outcome = hash_outcome(tool, params, result=result, error=error, profiles=self.profiles)
+        profiles = self.profiles
+        outcome = hash_outcome(tool, params, result=result, error=error, profiles=profiles)
         if outcome.hash is None:
             return None
+        masker = profiles.masker_for(tool)
+        src = (tool, params, result, error, profiles, masker)
+        result_hash = masked_hash(src) if masker is not None else outcome.hash
+        failure = failed(src, outcome.is_error)
         return self.record_outcome_hashed(
-            tool, args_hash(tool, params), outcome.hash, outcome.unknown_tool_name, call_id, run_id
+            tool,
+            args_hash(tool, params),
+            result_hash or outcome.hash,
+            outcome.unknown_tool_name,
+            call_id,
+            run_id,
+            is_error=failure,
+            error=error_excerpt(error_text(src)) if failure else None,
+            params=params,
         )
 
     def record_outcome_hashed(
@@ -134,15 +175,33 @@ class ToolCallHistory:
         unknown_tool_name: str | None = None,
         call_id: str | None = None,
         run_id: str | None = None,
+        *,
+        is_error: bool = False,
+        error: str | None = None,
+        params: Any = None,
     ) -> Record:
-        """``record_outcome`` with precomputed hashes."""
+        """``record_outcome`` with precomputed hashes (``is_error``, ``error`` and ``params``
+        are read by the extra detectors only)."""
         run = normalize_run_id(run_id)
         window = self._windows.get(run)
+        rec = None
         if window is not None:
             rec = window.complete_pending(sig, call_id, result_hash, unknown_tool_name)
-            if rec is not None:
-                return rec
-        return self._add(tool, sig, call_id, run, result_hash, unknown_tool_name)
+        started = None if rec is None else rec.timestamp
+        if rec is None:
+            rec = self._add(tool, sig, call_id, run, result_hash, unknown_tool_name)
+        extra = self._extra(run)
+        if extra is not None:
+            extra.record(
+                tool,
+                sig,
+                result_hash,
+                is_error=is_error,
+                error=error,
+                duration=None if started is None else self.clock() - started,
+                params=params,
+            )
+        return rec
 
     def detect(self, tool: str, params: Any, run_id: str | None = None) -> Detection | None:
         """Check a call about to run; ``None`` unless a loop pattern matches."""
@@ -158,7 +217,15 @@ class ToolCallHistory:
         """``detect`` with a precomputed args hash and poll flag."""
         if self.config.enabled is not True:
             return None
-        window = self._windows.get(normalize_run_id(run_id))
+        run = normalize_run_id(run_id)
+        window = self._windows.get(run)
         if window is None:
             return None
-        return detect_in_window(window, tool, sig, poll, self.config)
+        det = detect_in_window(window, tool, sig, poll, self.config)
+        extra = self._extra(run)
+        if extra is None:
+            return det
+        found = extra.check(tool, sig, poll)
+        if found is None or not outranks(found, det):
+            return det
+        return finding_detection(found, tool)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "RUN_STOPPED",
+    "blocked_in_a_row",
     "compaction_abort",
     "fail_closed",
     "generic_repeat",
@@ -68,7 +69,10 @@ def known_poll(tool: str, count: int, critical: bool) -> str:
 
 
 def ping_pong(tool: str, paired: str, count: int, critical: bool) -> str:
-    """Rule 4: two calls alternating."""
+    """Rule 4: two calls alternating (two calls of one tool with different arguments, made
+    together turn after turn, are worded as such)."""
+    if tool == paired:
+        return _same_tool_pair(tool, count, critical)
     if critical:
         return (
             f"CRITICAL: loopwarden blocked this call: the last {count} calls alternated "
@@ -79,6 +83,30 @@ def ping_pong(tool: str, paired: str, count: int, critical: bool) -> str:
         f"WARNING: the last {count} tool calls alternate between {tool} and {paired}, "
         "which looks like a ping-pong loop. If this is not making progress, stop "
         "alternating and change your approach or report the task as failed."
+    )
+
+
+def _same_tool_pair(tool: str, count: int, critical: bool) -> str:
+    if critical:
+        return (
+            f"CRITICAL: loopwarden blocked this call: the last {count} calls were the same "
+            f"two {tool} calls (two sets of arguments) over and over, with no progress in "
+            "either result. Stop repeating the pair; try a different approach or report "
+            "the failure."
+        )
+    return (
+        f"WARNING: the last {count} tool calls repeat the same two {tool} calls (two sets "
+        "of arguments) over and over. If this is not making progress, stop repeating "
+        "them and change your approach or report the task as failed."
+    )
+
+
+def blocked_in_a_row(tool: str, count: int, detector: str) -> str:
+    """Blocks count toward a stop whatever the detector (issue 12)."""
+    return (
+        f"CRITICAL: loopwarden stopped this run: {count} "
+        f"{'call in a row was' if count == 1 else 'calls in a row were'} blocked "
+        f"({detector.replace('_', ' ')}, last {tool}) and the model kept making them."
     )
 
 

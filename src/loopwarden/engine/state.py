@@ -17,6 +17,7 @@ import orjson
 from .._util import bounded_set
 from ..errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
 from .compaction import PostCompactionGuard
+from .extras import ExtraDetectors
 from .window import RunWindow
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ STATE_VERSION = 1
 # Bounded per-run tables: they must not grow with a long run.
 MAX_WARNING_KEYS = 256
 MAX_CALL_KEYS = 64
+MAX_MASKED = 64
+"""Raw outcome hashes whose masked hash is remembered (in memory only, a cache)."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +66,13 @@ class RunState:
 
     __slots__ = (
         "blocked",
+        "blocks",
         "buckets",
         "detached",
+        "extra",
         "guard",
         "lock",
+        "masked",
         "miss_count",
         "miss_name",
         "notes",
@@ -87,6 +93,12 @@ class RunState:
         self.miss_count = 0
         self.stopped: Stop | None = None
         self.started = False
+        self.blocks = 0
+        """Calls blocked in a row (unknown-tool blocks aside): enough of them stop the run."""
+        self.extra: ExtraDetectors | None = None
+        """The runtime guard's extra detectors (issue 9), when the config has them on."""
+        self.masked: dict[tuple[str, str], str] = {}
+        """(tool, raw outcome hash) -> masked hash; a cache, rebuilt after a reload."""
         self.updated = updated
         """When the run was last used (the store's or the guard's clock), for expiry."""
         # Set by in-process stores: a store that hands out live state objects
@@ -97,12 +109,16 @@ class RunState:
 
     @classmethod
     def new(cls, config: LoopDetectionConfig, window: RunWindow | None = None) -> RunState:
-        return cls(
+        state = cls(
             window if window is not None else RunWindow(capacity=config.history_size),
             PostCompactionGuard(
                 config.post_compaction_guard.window_size, enabled=config.enabled is not False
             ),
         )
+        extras = config.extras
+        if extras is not None and config.enabled is True and extras.active:
+            state.extra = ExtraDetectors(extras)
+        return state
 
     def should_deliver(self, key: str, count: int, every: int) -> bool:
         """Bucketed warning delivery: at ``every``, ``2*every``, ... per key (SPEC 6.3)."""
@@ -133,6 +149,8 @@ class RunState:
                 "s": None if stopped is None else stopped.to_json(),
                 "st": self.started,
                 "u": self.updated,
+                "k": self.blocks,
+                "e": None if self.extra is None else self.extra.dump(),
             }
         )
         # The window is most of the state: spliced in from its incrementally kept rows.
@@ -156,4 +174,8 @@ class RunState:
         state.stopped = None if stopped is None else Stop.from_json(stopped)
         state.started = bool(raw.get("st", False))
         state.updated = float(raw["u"])
+        state.blocks = int(raw.get("k", 0))
+        extra = raw.get("e")
+        if state.extra is not None and extra is not None:
+            state.extra.load(extra)
         return state

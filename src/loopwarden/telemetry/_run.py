@@ -175,6 +175,9 @@ class Traced(_Base):
         call_id: str | None = None,
         unknown_tool_name: str | None = None,
         is_error: bool = False,
+        params: Any = MISSING,
+        result: Any = MISSING,
+        error: Any = MISSING,
     ) -> str | None:
         if self._off:
             return None
@@ -187,6 +190,9 @@ class Traced(_Base):
                 call_id=call_id,
                 unknown_tool_name=unknown_tool_name,
                 is_error=is_error,
+                params=params,
+                result=result,
+                error=error,
             )
         finally:
             self._done(tool, call_id if call_id is not None else args_hash, perf_counter() - start)

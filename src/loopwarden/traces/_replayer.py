@@ -281,6 +281,9 @@ class Replayer(RunBook[_Run]):
                 call_id=call_id,
                 unknown_tool_name=out.unknown_tool_name,
                 is_error=out.is_error,
+                params=params,
+                result=result,
+                error=error,
             )
         except LoopAbort:
             run.stopped = True

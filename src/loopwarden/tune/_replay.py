@@ -288,7 +288,10 @@ class GridReplayer(RunBook[_Run]):
         outcome_hash: str | None,
         unknown: str | None,
         is_error: bool,
+        raw: tuple[Any, Any, Any] | None = None,
     ) -> None:
+        # raw: (params, result, error) when known, for masking and the extra detectors.
+        params, result, error = raw if raw is not None else (MISSING, MISSING, MISSING)
         for c in members:
             if run.stopped[c]:
                 continue
@@ -300,6 +303,9 @@ class GridReplayer(RunBook[_Run]):
                     call_id=call_id,
                     unknown_tool_name=unknown,
                     is_error=is_error,
+                    params=params,
+                    result=result,
+                    error=error,
                 )
             except LoopAbort:
                 run.stopped[c] = True
@@ -368,6 +374,7 @@ class GridReplayer(RunBook[_Run]):
                 out.hash,
                 out.unknown_tool_name,
                 out.is_error,
+                (params, result, error),
             )
 
     def outcome_hashed(

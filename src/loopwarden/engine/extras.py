@@ -24,9 +24,19 @@ thresholds of SPEC 4 decide alone.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
+
+from .._canonical import digest
+from ..config.model import (
+    CycleConfig,
+    ExtrasConfig,
+    FailureStreakConfig,
+    RepeatConfig,
+)
+from ..hashing import is_wait_command
+from .detect import GLOBAL_CIRCUIT_BREAKER, Detection
 
 __all__ = [
     "CYCLE",
@@ -34,15 +44,14 @@ __all__ = [
     "REPEAT",
     "ConsecutiveRepeat",
     "Cycle",
-    "CycleConfig",
-    "ExtraConfig",
     "ExtraDetectors",
-    "FailureConfig",
     "FailureStreak",
     "Finding",
-    "RepeatConfig",
     "Step",
+    "finding_detection",
+    "is_poll_name",
     "is_wait_command",
+    "outranks",
 ]
 
 Level = Literal["warning", "critical"]
@@ -89,50 +98,14 @@ class Finding:
     """The outcome a veto of this call repeats."""
     log_message: str = ""
     """:attr:`message` without quoted tool output (raw results never reach logs)."""
+    every: int = 1
+    """Warnings are delivered when the count first reaches a multiple of this."""
+    paired: str | None = None
+    """A cycle's call before the checked one (the other side of an A,B cycle)."""
 
     @property
     def critical(self) -> bool:
         return self.level == "critical"
-
-
-@dataclass(frozen=True, slots=True)
-class RepeatConfig:
-    """``loopwarden.consecutiveRepeat``: thresholds count the checked call."""
-
-    enabled: bool = True
-    warn_at: int = 5
-    block_at: int = 6
-    stop_at: int = 8
-
-
-@dataclass(frozen=True, slots=True)
-class CycleConfig:
-    """``loopwarden.cycle``: thresholds in rounds of the cycle, the checked call included."""
-
-    enabled: bool = True
-    max_period: int = 5
-    warn_rounds: int = 3
-    block_rounds: int = 4
-    stop_after_blocks: int = 2
-
-
-@dataclass(frozen=True, slots=True)
-class FailureConfig:
-    """``loopwarden.failureStreak``: thresholds count the failures before the checked call."""
-
-    enabled: bool = True
-    warn_at: int = 10
-    block_at: int = 12
-    stop_at: int = 14
-
-
-@dataclass(frozen=True, slots=True)
-class ExtraConfig:
-    repeat: RepeatConfig = RepeatConfig()
-    cycle: CycleConfig = CycleConfig()
-    failure: FailureConfig = FailureConfig()
-    wait_seconds: float = 10.0
-    """A call that takes at least this long counts as a wait."""
 
 
 def _level(count: int, warn: int, block: int) -> Level | None:
@@ -193,6 +166,7 @@ class ConsecutiveRepeat:
             tools=(tool,),
             repeat_outcome=self.outcome,
             log_message=message,
+            every=cfg.warn_at,
         )
 
     def dump(self) -> list[Any]:
@@ -215,7 +189,9 @@ def _repeat_message(tool: str, count: int, level: Level, stop: bool) -> str:
             f"CRITICAL: loopwarden blocked this call: {tool} was called {count} times in a row "
             "with the same arguments and got the same result each time (line counters, "
             "timestamps and similar noise ignored). Another try will not help: change the "
-            "arguments, take a different approach, or report that you are stuck."
+            "arguments, take a different approach, or report that you are stuck. If you are "
+            "waiting for something to finish, wait before checking again (for example "
+            "`sleep 30` in the same command) instead of asking again at once."
         )
     return (
         f"WARNING: {tool} has been called {count} times in a row with the same arguments and "
@@ -227,13 +203,15 @@ def _repeat_message(tool: str, count: int, level: Level, stop: bool) -> str:
 class Cycle:
     """A cycle of 2 to ``max_period`` calls repeating with unchanged outcomes per position."""
 
-    __slots__ = ("cfg", "quiet_age", "ring", "runs", "sigs")
+    __slots__ = ("cfg", "live", "quiet_age", "ring", "runs", "sigs")
 
     def __init__(self, cfg: CycleConfig) -> None:
         self.cfg = cfg
-        self.ring: list[tuple[str, str | None, str]] = []
+        self.ring: deque[tuple[str, str | None, str]] = deque(maxlen=cfg.max_period)
         """The newest ``max_period`` steps as (sig, outcome, tool), oldest first."""
-        self.sigs: list[str] = []
+        self.live = False
+        """Some ``runs`` entry is above 0."""
+        self.sigs: deque[str] = deque(maxlen=cfg.max_period)
         """The signatures of ``ring`` (a C-speed membership test for the common miss)."""
         self.runs = [0] * (cfg.max_period + 1)
         """``runs[p]``: trailing steps equal (call and outcome) to the step ``p`` before them."""
@@ -242,20 +220,22 @@ class Cycle:
 
     def observe(self, tool: str, sig: str, outcome: str | None, quiet: bool) -> None:
         ring = self.ring
-        n = len(ring)
-        runs = self.runs
-        for p in range(2, min(n, self.cfg.max_period) + 1):
-            back = ring[n - p]
-            if outcome is not None and back[0] == sig and back[1] == outcome:
-                runs[p] += 1
-            else:
-                runs[p] = 0
+        if self.live or (outcome is not None and sig in self.sigs):
+            n = len(ring)
+            runs = self.runs
+            live = False
+            for p in range(2, min(n, self.cfg.max_period) + 1):
+                back = ring[n - p]
+                if outcome is not None and back[0] == sig and back[1] == outcome:
+                    runs[p] += 1
+                    live = True
+                else:
+                    runs[p] = 0
+            self.live = live
         self.quiet_age = 0 if quiet else self.quiet_age + 1
+        # Bounded deques: the oldest step falls out by itself.
         ring.append((sig, outcome, tool))
         self.sigs.append(sig)
-        if n >= self.cfg.max_period:
-            del ring[0]
-            del self.sigs[0]
 
     def check(self, tool: str, sig: str, poll: bool) -> Finding | None:
         ring = self.ring
@@ -267,7 +247,7 @@ class Cycle:
             head = ring[n - p]
             if head[0] != sig or head[1] is None:
                 continue
-            cycle = ring[n - p :]
+            cycle = list(ring)[n - p :]
             if all(slot[0] == sig for slot in cycle):
                 continue  # one call repeating: the consecutive-repeat rule's case
             length = self.runs[p] + p + 1  # calls in the cyclic tail, this one included
@@ -292,6 +272,8 @@ class Cycle:
                 tools=tools,
                 repeat_outcome=head[1],
                 log_message=message,
+                every=cfg.warn_rounds * p,
+                paired=ring[-1][2],
             )
         return None
 
@@ -300,11 +282,13 @@ class Cycle:
 
     def load(self, raw: list[Any]) -> None:
         ring, runs, quiet_age = raw
-        self.ring = [(str(s), o, str(t)) for s, o, t in ring][-self.cfg.max_period :]
-        self.sigs = [slot[0] for slot in self.ring]
+        maxp = self.cfg.max_period
+        self.ring = deque(((str(s), o, str(t)) for s, o, t in ring), maxlen=maxp)
+        self.sigs = deque((slot[0] for slot in self.ring), maxlen=maxp)
         self.runs = [0, 0, *(int(r) for r in runs)][: self.cfg.max_period + 1]
         self.runs += [0] * (self.cfg.max_period + 1 - len(self.runs))
         self.quiet_age = int(quiet_age)
+        self.live = any(self.runs)
 
 
 def _level_f(rounds: float, warn: int, block: int) -> Level | None:
@@ -316,7 +300,12 @@ def _level_f(rounds: float, warn: int, block: int) -> Level | None:
 
 
 def _cycle_message(tools: tuple[str, ...], length: int, level: Level, stop: bool) -> str:
-    names = " -> ".join(tools)
+    # One tool with different arguments in each position is not a round of tools.
+    names = (
+        f"{len(tools)} {tools[0]} calls with different arguments"
+        if len(set(tools)) == 1
+        else " -> ".join(tools)
+    )
     if stop:
         return (
             f"CRITICAL: loopwarden stopped this run: the last {length} calls went round the "
@@ -339,17 +328,20 @@ def _cycle_message(tools: tuple[str, ...], length: int, level: Level, stop: bool
 class FailureStreak:
     """One tool failing on every call in a row, whatever its arguments."""
 
-    __slots__ = ("agree", "cfg", "count", "error", "quiet", "tool")
+    __slots__ = ("agree", "cfg", "count", "error", "quiet", "text", "tool")
 
-    def __init__(self, cfg: FailureConfig) -> None:
+    def __init__(self, cfg: FailureStreakConfig) -> None:
         self.cfg = cfg
         self.tool: str | None = None
         self.count = 0
         """Consecutive failed calls of ``tool`` (vetoes included), no other call between."""
         self.error: str | None = None
+        """The digest of the newest failure's masked first line (what "the same error" is)."""
         self.agree = 0
         """Trailing failures that share ``error``."""
         self.quiet = False
+        self.text: str | None = None
+        """That first line itself, for the model; kept in memory only (never stored)."""
 
     def observe(
         self,
@@ -368,15 +360,17 @@ class FailureStreak:
         if not is_error:
             self.count = 0
             return
+        key = None if error is None else digest(error)
         if not same_tool or self.count == 0:
-            self.tool, self.count, self.error, self.agree, self.quiet = tool, 1, error, 1, quiet
+            self.tool, self.count, self.error, self.agree, self.quiet = tool, 1, key, 1, quiet
+            self.text = error
             return
         self.count += 1
         self.quiet = self.quiet or quiet
-        if veto or (error is not None and error == self.error):
+        if veto or (key is not None and key == self.error):
             self.agree += 1
         else:
-            self.error, self.agree = error, 1
+            self.error, self.agree, self.text = key, 1, error
 
     def check(self, tool: str) -> Finding | None:
         if tool != self.tool or self.count == 0 or self.quiet:
@@ -387,7 +381,8 @@ class FailureStreak:
         if level is None:
             return None
         stop = count >= cfg.stop_at
-        common = self.error if self.agree >= min(count, cfg.block_at) else None
+        agree = self.agree >= min(count, cfg.block_at)
+        common = (self.text or "") if agree else None
         message = _failure_message(tool, count, level, stop, common)
         return Finding(
             level,
@@ -397,7 +392,8 @@ class FailureStreak:
             f"failures:{tool}",
             stop=stop,
             tools=(tool,),
-            log_message=_failure_message(tool, count, level, stop, None),
+            log_message=_failure_message(tool, count, level, stop, "" if agree else None),
+            every=cfg.warn_at,
         )
 
     def dump(self) -> list[Any]:
@@ -409,7 +405,12 @@ class FailureStreak:
 
 
 def _failure_message(tool: str, count: int, level: Level, stop: bool, common: str | None) -> str:
-    same = f' with the same error ("{common}")' if common else ""
+    # common: None when the errors differ, "" when they agree but the text is not at hand.
+    same = (
+        ""
+        if common is None
+        else (f' with the same error ("{common}")' if common else " with the same error")
+    )
     if stop:
         return (
             f"CRITICAL: loopwarden stopped this run: the last {count} calls of {tool} all "
@@ -439,28 +440,52 @@ def _worse(a: Finding | None, b: Finding | None) -> Finding | None:
     return b if (b.stop, _SEVERITY[b.level]) > (a.stop, _SEVERITY[a.level]) else a
 
 
+MAX_POLL_SIGS = 16
+"""Poll call signatures remembered per run (a bounded FIFO)."""
+
+
 class ExtraDetectors:
     """The three detectors of one run, behind one check and one observe."""
 
-    __slots__ = ("cfg", "cycle", "failure", "repeat")
+    __slots__ = ("cfg", "cycle", "fail_tool", "failure", "polls", "recent_sigs", "repeat")
 
-    def __init__(self, cfg: ExtraConfig | None = None) -> None:
-        self.cfg = cfg = cfg if cfg is not None else ExtraConfig()
-        self.repeat = ConsecutiveRepeat(cfg.repeat) if cfg.repeat.enabled else None
+    def __init__(self, cfg: ExtrasConfig | None = None) -> None:
+        self.cfg = cfg = cfg if cfg is not None else ExtrasConfig()
+        self.repeat = (
+            ConsecutiveRepeat(cfg.consecutive_repeat) if cfg.consecutive_repeat.enabled else None
+        )
         self.cycle = Cycle(cfg.cycle) if cfg.cycle.enabled else None
-        self.failure = FailureStreak(cfg.failure) if cfg.failure.enabled else None
+        self.failure = FailureStreak(cfg.failure_streak) if cfg.failure_streak.enabled else None
+        self.polls: list[str] = []
+        """Signatures of the run's recent known-poll calls: their patterns are not ours."""
+        # What a call must match to continue a pattern (the guard tests these inline,
+        # so that a call that continues none costs no method call).
+        self.recent_sigs: deque[str] = (
+            self.cycle.sigs if self.cycle is not None else deque(maxlen=1)
+        )
+        """The newest call signatures (the cycle's ring, or the last one)."""
+        self.fail_tool: str | None = None
+        """The tool of a running failure streak."""
 
     def check(self, tool: str, sig: str, poll: bool = False) -> Finding | None:
         """The most severe finding for the next call (stop > block > warn), or None."""
+        if poll:
+            if sig not in self.polls:
+                self.polls.append(sig)
+                if len(self.polls) > MAX_POLL_SIGS:
+                    del self.polls[0]
+            return None  # OpenClaw's poll thresholds decide alone
         # The cheap tests first: most calls continue no pattern at all.
         best: Finding | None = None
         repeat, cycle, failure = self.repeat, self.cycle, self.failure
-        if repeat is not None and not poll and sig == repeat.sig:
+        if repeat is not None and sig == repeat.sig:
             best = repeat.check(tool, sig)
         if cycle is not None and sig in cycle.sigs:
             best = _worse(best, cycle.check(tool, sig, poll))
-        if failure is not None and not poll and tool == failure.tool and failure.count:
+        if failure is not None and tool == failure.tool and failure.count:
             best = _worse(best, failure.check(tool))
+        if best is not None and any(is_poll_name(name) for name in best.tools):
+            return None  # a status or wait tool: asking again is how one waits
         return best
 
     def recent(self, sig: str) -> bool:
@@ -489,10 +514,46 @@ class ExtraDetectors:
         """
         quiet = (
             poll
+            or sig in self.polls
             or (duration is not None and duration >= self.cfg.wait_seconds)
             or (params is not None and self.recent(sig) and is_wait_command(params))
         )
         self._observe(tool, sig, outcome, is_error, error, quiet, False)
+
+    def finished(
+        self,
+        tool: str,
+        sig: str,
+        outcome: str | None,
+        is_error: bool,
+        error: str | None,
+        duration: float | None,
+        params: Any,
+    ) -> None:
+        """:meth:`record` with positional arguments, for the guard's per-call path."""
+        repeat, cycle = self.repeat, self.cycle
+        quiet = (
+            (duration is not None and duration >= self.cfg.wait_seconds)
+            or (bool(self.polls) and sig in self.polls)
+            or (
+                params is not None
+                and (
+                    (repeat is not None and repeat.sig == sig)
+                    or (cycle is not None and sig in cycle.sigs)
+                )
+                and is_wait_command(params)
+            )
+        )
+        if repeat is not None:
+            repeat.observe(tool, sig, outcome, quiet)
+        if cycle is not None:
+            cycle.observe(tool, sig, outcome, quiet)
+        else:
+            self.recent_sigs.append(sig)
+        failure = self.failure
+        if failure is not None and (is_error or failure.count):
+            failure.observe(tool, outcome, is_error, error, quiet, False)
+            self.fail_tool = failure.tool if failure.count else None
 
     def observe(self, step: Step) -> None:
         """Feed one finished (or blocked) call."""
@@ -502,7 +563,7 @@ class ExtraDetectors:
             step.outcome,
             step.is_error,
             step.error,
-            step.waiting or step.poll,
+            step.waiting or step.poll or step.sig in self.polls,
             step.veto,
         )
 
@@ -520,48 +581,78 @@ class ExtraDetectors:
             self.repeat.observe(tool, sig, outcome, quiet)
         if self.cycle is not None:
             self.cycle.observe(tool, sig, outcome, quiet)
-        if self.failure is not None:
-            self.failure.observe(tool, outcome, is_error, error, quiet, veto)
+        else:
+            self.recent_sigs.append(sig)
+        failure = self.failure
+        if failure is not None:
+            failure.observe(tool, outcome, is_error, error, quiet, veto)
+            self.fail_tool = failure.tool if failure.count else None
 
-    def veto(self, tool: str, sig: str, finding: Finding | None) -> None:
-        """Record a blocked call: it continues the pattern it was blocked for."""
-        outcome = finding.repeat_outcome if finding is not None else None
-        self._observe(tool, sig, outcome or "veto", True, None, False, True)
+    def veto(self, tool: str, sig: str, repeats: str | None) -> None:
+        """Record a blocked call: it continues the pattern it was blocked for, whose
+        outcome it ``repeats``."""
+        self._observe(tool, sig, repeats or "veto", True, None, False, True)
 
     def dump(self) -> list[Any]:
         return [
             None if self.repeat is None else self.repeat.dump(),
             None if self.cycle is None else self.cycle.dump(),
             None if self.failure is None else self.failure.dump(),
+            self.polls,
         ]
 
     def load(self, raw: list[Any]) -> None:
-        repeat, cycle, failure = raw
+        repeat, cycle, failure, polls = raw
         if self.repeat is not None and repeat is not None:
             self.repeat.load(repeat)
         if self.cycle is not None and cycle is not None:
             self.cycle.load(cycle)
         if self.failure is not None and failure is not None:
             self.failure.load(failure)
+            self.fail_tool = self.failure.tool if self.failure.count else None
+        if self.cycle is not None:
+            self.recent_sigs = self.cycle.sigs
+        elif self.repeat is not None and self.repeat.sig is not None:
+            self.recent_sigs.append(self.repeat.sig)
+        self.polls = [str(p) for p in polls][-MAX_POLL_SIGS:]
 
 
-# sleep 30, watch -n 5 ..., gh run watch, kubectl wait, helm --wait, `wait` for jobs.
-_WAIT_WORD = re.compile(r"(?<![\w.-])(?:--?)?(?:sleep|watch|wait)(?![\w-])")
-_COMMAND_KEYS = ("command", "cmd", "script", "code", "commands")
+# Words that name a status check or a wait: get_status, poll_job, wait_for_deploy, watchLogs.
+_POLL_WORDS = frozenset({"poll", "polls", "status", "wait", "watch", "progress"})
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_poll_names: dict[str, bool] = {}
 
 
-def is_wait_command(params: Any) -> bool:
-    """True when a call's command text sleeps, watches or waits (it is waiting on purpose)."""
-    if type(params) is not dict and not isinstance(params, Mapping):
-        return False
-    for key in _COMMAND_KEYS:
-        value = params.get(key)
-        if isinstance(value, list):
-            value = " ".join(v for v in value if isinstance(v, str))
-        if not isinstance(value, str):
-            continue
-        value = value[:4096]
-        # The substring tests are C-fast and nearly always false; the pattern checks words.
-        if ("sleep" in value or "wait" in value or "watch" in value) and _WAIT_WORD.search(value):
-            return True
-    return False
+def is_poll_name(tool: str) -> bool:
+    """True when the tool's name says it polls, reports a status or waits."""
+    known = _poll_names.get(tool)
+    if known is None:
+        known = any(w.lower() in _POLL_WORDS for w in _WORD.findall(tool[:128]))
+        if len(_poll_names) < 1024:  # a bounded memo: tool names repeat
+            _poll_names[tool] = known
+    return known
+
+
+def outranks(found: Finding, det: Detection | None) -> bool:
+    """An extra finding wins over SPEC 4's when it is more severe (a stop, or a block
+    over a warning); SPEC 4's wins a tie."""
+    if det is None:
+        return True
+    if det.level == "critical":
+        return found.stop and det.detector != GLOBAL_CIRCUIT_BREAKER
+    return found.level == "critical"
+
+
+def finding_detection(found: Finding, tool: str) -> Detection:
+    """An extra detector's finding as a :class:`Detection` (its message without quoted
+    tool output: detections reach events and logs)."""
+    return Detection(
+        found.level,
+        found.detector,
+        found.count,
+        found.log_message,
+        found.warning_key,
+        paired_tool=found.paired,
+        tool_name=tool,
+        latest_result_hash=found.repeat_outcome,
+    )

@@ -1,4 +1,4 @@
-"""Masking of volatile counters in outcome text before it is hashed (issue 9).
+"""The volatile-counter outcome profile: masking of counters in outcome text (issue 9).
 
 A stuck agent often gets "the same" answer with a counter that moves on every
 call: bash's ``/bin/bash: line 18516:`` prefix, a file viewer's ``(443 lines

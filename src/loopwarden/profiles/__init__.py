@@ -4,9 +4,17 @@ Many tools return volatile data with every call (message ids, timestamps,
 durations, process ids). Hashed as is, every outcome would look new and a
 stuck loop would never be caught. A profile names what to ignore for one tool.
 
-Built-in profiles cover OpenClaw's own tools (handled in ``loopwarden.hashing``)
-and the shell tools of common coding agents; users add their own through the
+Built-in profiles cover OpenClaw's own tools (:mod:`.openclaw`, read by
+``loopwarden.hashing``) and the shell tools of common coding agents
+(:mod:`.coding_agents`); users add their own through the
 ``loopwarden.outcomeProfiles`` config block or ``OutcomeProfile`` objects.
+
+One profile applies to every tool: volatile counters (:mod:`.volatile`). The
+runtime guard masks shell line counters, file-viewer counts, timestamps,
+durations, pids, addresses, temp paths and UUIDs in an outcome before comparing
+it with the call's earlier outcomes (on by default in ``LoopGuard``,
+``loopwarden.volatileCounters``; per tool ``volatileCounters: false``).
+``hash_outcome`` with the default registry keeps SPEC 2.3 exactly.
 """
 
 from __future__ import annotations
@@ -15,7 +23,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["BUILTIN_PROFILES", "OutcomeProfile", "ProfileRegistry"]
+from .coding_agents import shell_profiles
+from .volatile import DEFAULT_MASKER, VolatileMasker
+
+__all__ = ["BUILTIN_PROFILES", "OutcomeProfile", "ProfileRegistry", "VolatileMasker"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,8 @@ class OutcomeProfile:
     """Treat the tool as a status-polling tool (known-poll rules instead of generic repeat)."""
     send: bool = False
     """The tool sends messages: hash only ``details`` without per-message ids (SPEC 2.3)."""
+    volatile_counters: bool | None = None
+    """Mask volatile counters in this tool's outcomes; ``None`` follows the registry."""
 
     @classmethod
     def build(
@@ -39,6 +52,7 @@ class OutcomeProfile:
         volatile_patterns: Iterable[str | re.Pattern[str]] = (),
         poll: bool = False,
         send: bool = False,
+        volatile_counters: bool | None = None,
     ) -> OutcomeProfile:
         """Build a profile from plain lists (patterns may be strings)."""
         return cls(
@@ -48,6 +62,7 @@ class OutcomeProfile:
             ),
             poll=poll,
             send=send,
+            volatile_counters=volatile_counters,
         )
 
     def merged(self, other: OutcomeProfile) -> OutcomeProfile:
@@ -57,6 +72,11 @@ class OutcomeProfile:
             volatile_patterns=self.volatile_patterns + other.volatile_patterns,
             poll=self.poll or other.poll,
             send=self.send or other.send,
+            volatile_counters=(
+                other.volatile_counters
+                if other.volatile_counters is not None
+                else self.volatile_counters
+            ),
         )
 
     @property
@@ -64,27 +84,7 @@ class OutcomeProfile:
         return bool(self.volatile_keys or self.volatile_patterns)
 
 
-# Codex CLI wraps every shell result in a header whose chunk id and wall time
-# change on each run even when the command output is identical.
-_CODEX_SHELL_PATTERNS = (
-    re.compile(r"Chunk ID: [0-9A-Za-z_-]+"),
-    re.compile(r"Wall time: [0-9.]+ seconds"),
-)
-
-BUILTIN_PROFILES: Mapping[str, OutcomeProfile] = {
-    # Claude Code's shell tool: stdout/stderr/interrupted carry the outcome; a
-    # background task id is new on every launch of the same command. Codex CLI
-    # hooks report their shell tool under the same name.
-    "Bash": OutcomeProfile(
-        volatile_keys=frozenset({"backgroundTaskId", "durationMs", "duration_ms"}),
-        volatile_patterns=_CODEX_SHELL_PATTERNS,
-    ),
-    # Claude Code's poll of a background shell: the same status again is no progress.
-    "BashOutput": OutcomeProfile(volatile_keys=frozenset({"timestamp"}), poll=True),
-    # Codex CLI's shell tool as named in rollouts.
-    "exec_command": OutcomeProfile(volatile_patterns=_CODEX_SHELL_PATTERNS),
-    "shell": OutcomeProfile(volatile_patterns=_CODEX_SHELL_PATTERNS),
-}
+BUILTIN_PROFILES: Mapping[str, OutcomeProfile] = shell_profiles(OutcomeProfile)
 
 
 @dataclass(frozen=True)
@@ -93,21 +93,38 @@ class ProfileRegistry:
 
     profiles: Mapping[str, OutcomeProfile] = field(default_factory=dict)
     send_tools: frozenset[str] = frozenset()
+    masker: VolatileMasker | None = None
+    """The volatile-counter profile for every tool (``None``: outcomes hashed as they are)."""
 
     @classmethod
     def create(
         cls,
         profiles: Mapping[str, OutcomeProfile] | None = None,
         send_tools: Iterable[str] = (),
+        *,
+        volatile: bool | VolatileMasker = False,
     ) -> ProfileRegistry:
+        """Built-ins with ``profiles`` laid over them. ``volatile``: mask volatile counters
+        (``True``: the built-in token classes; or a :class:`VolatileMasker` of your own,
+        e.g. ``VolatileMasker().without("clock_time").with_patterns([r"build #\\d+"])``)."""
         merged = dict(BUILTIN_PROFILES)
         for name, profile in (profiles or {}).items():
             base = merged.get(name)
             merged[name] = base.merged(profile) if base is not None else profile
-        return cls(profiles=merged, send_tools=frozenset(send_tools))
+        masker = DEFAULT_MASKER if volatile is True else (volatile or None)
+        return cls(profiles=merged, send_tools=frozenset(send_tools), masker=masker)
 
     def get(self, tool: str) -> OutcomeProfile | None:
         return self.profiles.get(tool)
+
+    def masker_for(self, tool: str) -> VolatileMasker | None:
+        """The masker for ``tool``'s outcomes, or ``None`` when they are not masked."""
+        profile = self.profiles.get(tool)
+        if profile is not None and profile.volatile_counters is not None:
+            if not profile.volatile_counters:
+                return None
+            return self.masker or DEFAULT_MASKER
+        return self.masker
 
 
 DEFAULT_REGISTRY = ProfileRegistry.create()
