@@ -92,7 +92,6 @@ class ToolOutcome(NamedTuple):
     """The name, when the framework answered that no such tool exists (no text matching)."""
 
 
-
 def args_hash(tool: str, params: Any) -> str:
     """The call signature: ``"<tool>:" + digest(params)``."""
     return f"{tool}:{digest(params)}"
