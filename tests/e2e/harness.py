@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopwarden import load_config
+from loopwarden import LoopGuard, load_config
 
 from . import views
 
@@ -214,11 +214,21 @@ class Workspace:
         """The thresholds of the config the hook uses in this HOME."""
         path = self.home / ".config" / "loopwarden" / "config.json"
         source: Any = path if path.exists() else hook_default_config()
-        cfg = load_config(source).for_agent(self.agent)
+        cfg = LoopGuard(load_config(source)).config_for(self.agent)
+        warning = cfg.warning_threshold
+        critical = cfg.critical_threshold
+        breaker = cfg.global_circuit_breaker_threshold
+        repeat = cfg.extras.consecutive_repeat if cfg.extras is not None else None
+        if repeat is not None and repeat.enabled:
+            # The guard's own rule for the same fast call in a row acts first when it is on
+            # (its counts include the checked call; OpenClaw's are the calls before it).
+            warning = min(warning, repeat.warn_at - 1)
+            critical = min(critical, repeat.block_at - 1)
+            breaker = min(breaker, repeat.stop_at - 1)
         return Thresholds(
-            cfg.warning_threshold,
-            cfg.critical_threshold,
-            cfg.global_circuit_breaker_threshold,
+            warning,
+            critical,
+            breaker,
             cfg.unknown_tool_threshold,
             cfg.post_compaction_guard.window_size,
         )
@@ -230,10 +240,10 @@ class Workspace:
             f"echo run >> {self.count_file}; echo pending", repeat=repeat, **extra
         )
 
-    def progress(self, repeat: int = 1) -> dict[str, Any]:
+    def progress(self, repeat: int = 1, **extra: Any) -> dict[str, Any]:
         """A shell call whose output changes every time (a loop that makes progress)."""
         return AGENTS[self.agent].shell(
-            f"echo run >> {self.count_file}; wc -l < {self.count_file}", repeat=repeat
+            f"echo run >> {self.count_file}; wc -l < {self.count_file}", repeat=repeat, **extra
         )
 
     # -- running -------------------------------------------------------------------

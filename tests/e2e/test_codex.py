@@ -72,8 +72,10 @@ def test_auto_compaction_then_the_same_loop_is_aborted(
     ws = make_workspace(AGENT, **COMPACT_AT)
     ws.install()
     t = ws.thresholds()
-    # The third answer reports more tokens than the limit: Codex compacts after it.
-    outcome = ws.run([ws.poll(2), ws.poll(1, usage=5000), ws.poll(t.window + 4)])
+    # The third answer reports more tokens than the limit: Codex compacts after it. The
+    # first two calls progress, so that only the post-compaction guard decides here (the
+    # same call in a row would be blocked by the consecutive-repeat rule first).
+    outcome = ws.run([ws.progress(2), ws.poll(1, usage=5000), ws.poll(t.window + 4)])
     assert any(r["kind"] == "summary" for r in outcome.requests), "no compaction happened"
     assert outcome.executions == 3 + t.window
     seen = kinds(outcome)
