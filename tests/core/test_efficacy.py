@@ -23,7 +23,7 @@ from loopwarden.errors import ConfigError
 from loopwarden.profiles import OutcomeProfile, ProfileRegistry
 from loopwarden.stores import Store
 from loopwarden.stores.sqlite import SQLiteStore
-from loopwarden.testing import FakeClock
+from loopwarden.testing import FakeClock, capture_events
 from tests.stores.conftest import all_stores
 
 ON = {"tools": {"loopDetection": {"enabled": True}}}
@@ -490,3 +490,31 @@ def test_all_distinct_histories_never_fire(args: list[int]) -> None:
     """Every call different from every other: no rule fires, old or new."""
     script = [("read", {"n": n}, "the same text each time") for n in args]
     assert set(drive(guard().run(), script)) == {"allow"}
+
+
+def test_blocks_of_a_call_that_never_failed_are_no_failure_streak() -> None:
+    """A call blocked for repeating a plain result did not fail: its blocks must not add up
+    to a failure streak (they once did, and stopped the run as 'all failed')."""
+    guard = lw.LoopGuard(
+        {
+            "tools": {
+                "loopDetection": {
+                    "enabled": True,
+                    "warningThreshold": 2,
+                    "criticalThreshold": 3,
+                    "globalCircuitBreakerThreshold": 400,
+                }
+            },
+            "loopwarden": {"consecutiveRepeat": False},
+        }
+    )
+    run = guard.run("r")
+    actions = []
+    with capture_events() as events:
+        for i in range(40):
+            decision = run.before_call("summarise", {"doc": "same"}, call_id=str(i))
+            actions.append(decision.action)
+            if not decision.blocked:
+                run.after_call("summarise", {"doc": "same"}, call_id=str(i), result="too long")
+    assert actions[3:] == ["block"] * 37
+    assert events and {e.detector for e in events} == {"generic_repeat"}

@@ -590,8 +590,11 @@ class ExtraDetectors:
 
     def veto(self, tool: str, sig: str, repeats: str | None) -> None:
         """Record a blocked call: it continues the pattern it was blocked for, whose
-        outcome it ``repeats``."""
-        self._observe(tool, sig, repeats or "veto", True, None, False, True)
+        outcome it ``repeats``. It counts as a failure only where it continues a failure
+        streak of its tool: a call blocked for repeating a result did not fail."""
+        failure = self.failure
+        failing = failure is not None and failure.count > 0 and failure.tool == tool
+        self._observe(tool, sig, repeats or "veto", failing, None, False, True)
 
     def dump(self) -> list[Any]:
         return [
