@@ -154,14 +154,20 @@ def fixture_prefix() -> str:
     return f"t{uuid.uuid4().hex[:10]}:"
 
 
+# The contract and behaviour tests check what is stored, not how fast: on a loaded CI
+# machine a reply can take longer than the production read timeout (0.25 s), most of all
+# on the Cluster (two round trips per step). The fault tests set their own timeouts.
+SEMANTICS = "timeout=2"
+
+
 @pytest.fixture(name="redis_url")
 def fixture_redis_url(redis_server: Server, prefix: str) -> str:
-    return f"{redis_server.url}?prefix={prefix}"
+    return f"{redis_server.url}?prefix={prefix}&{SEMANTICS}"
 
 
 @pytest.fixture(name="cluster_url")
 def fixture_cluster_url(redis_cluster: Cluster, prefix: str) -> str:
-    return f"{redis_cluster.url}?prefix={prefix}"
+    return f"{redis_cluster.url}?prefix={prefix}&{SEMANTICS}"
 
 
 def _reopener(url: str) -> Iterator[Any]:
