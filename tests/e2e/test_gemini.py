@@ -125,6 +125,10 @@ def test_stop_is_shown_to_the_user_in_text_mode(ws: Workspace) -> None:
     assert classify(run.stderr) == "stop"
 
 
+GEMINI_IDENTICAL_CALLS = 5
+"""Gemini CLI 0.61 ends a run when the model repeats one call this many times in a row."""
+
+
 def test_geminis_own_loop_detection_ends_the_run_first(
     make_workspace: Callable[..., Workspace],
 ) -> None:
@@ -133,7 +137,8 @@ def test_geminis_own_loop_detection_ends_the_run_first(
     ws.install()
     t = ws.thresholds()
     outcome = ws.run([read(ws, t.stop + 5)])
-    assert len(outcome.main) < t.first_warning
+    # Gemini ends the run at its 5th identical call: a request for each call, and one more.
+    assert len(outcome.main) <= GEMINI_IDENTICAL_CALLS + 1 < t.stop
     assert not set(kinds(outcome)) - {None}
 
 
