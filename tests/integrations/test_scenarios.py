@@ -275,9 +275,11 @@ def test_parallel_calls_are_paired_by_call_id(driver: Driver, tmp_path: Path) ->
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     calls = {line["call_id"]: line for line in lines if line["type"] == "call"}
     outcomes = [line for line in lines if line["type"] == "outcome"]
-    assert sorted(o["call_id"] for o in outcomes) == sorted(
-        [f"p{n}" for n in range(1, 7)] + [f"r{n}" for n in range(1, 9)]
-    )
+    expected = sorted([f"p{n}" for n in range(1, 7)] + [f"r{n}" for n in range(1, 9)])
+    # r9 runs beside p9, the call that stops the run, in the same turn: whether it started
+    # before the stop ended the turn is the framework's scheduling (LangGraph on Python 3.13
+    # sometimes starts it first). Either way it is paired with its own call.
+    assert sorted(o["call_id"] for o in outcomes) in (expected, sorted([*expected, "r9"]))
     for line in outcomes:
         call = calls[line["call_id"]]
         expected = (
