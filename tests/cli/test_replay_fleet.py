@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.tune.corpus import fleet_corpus, local_ray
+from tests.tune.corpus import fleet_corpus, local_ray, ray_turn
 
 from .conftest import Run
 
@@ -87,3 +87,25 @@ def test_a_glob_that_matches_nothing_is_a_usage_error(cli: Run, tmp_path: Path) 
     """A glob without a match names itself in the error (exit 2)."""
     done = cli(["replay", str(tmp_path / "*.jsonl"), "--workers", "2"])
     assert done.returncode == 2 and "no file matches" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["replay", "tune"])
+def test_a_ray_that_will_not_start_is_a_one_line_error(
+    cli: Run, tmp_path: Path, command: str
+) -> None:
+    """Ray failing to start (here: its temp dir is a file) is exit 1 with a way out, not a crash."""
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    corpus = fleet_corpus(tmp_path)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    with ray_turn():
+        done = cli(
+            [command, str(corpus), "--engine", "ray"],
+            env={"RAY_TMPDIR": str(blocker)},
+            timeout=120,
+        )
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"loopwarden {command}: error: could not start a local Ray: ")
+    assert "--ray-address" in last and "--workers N" in last
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import json
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,21 +101,50 @@ def fleet_corpus(folder: Path) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
-def local_ray() -> Any:
-    """A local Ray with two CPUs for the whole session (skipped without the ray extra).
+_RAY_TURN_HELD = False
 
-    Test folders import this fixture each on their own; the first one starts Ray
-    and the others use it.
+
+@contextlib.contextmanager
+def ray_turn() -> Iterator[None]:
+    """Hold the machine's one Ray turn: at most one test Ray runs at a time.
+
+    CI runs suites side by side on two cores; two or more local Rays starting
+    at once can miss Ray's fixed 30-second raylet start-up limit. The lock file
+    is shared by every suite on the machine; nesting in one process is a no-op.
+    """
+    global _RAY_TURN_HELD
+    if _RAY_TURN_HELD:
+        yield
+        return
+    path = Path(tempfile.gettempdir()) / "loopwarden-tests-ray.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        _RAY_TURN_HELD = True
+        try:
+            yield
+        finally:
+            _RAY_TURN_HELD = False
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Any:
+    """A local Ray with two CPUs for one test module (skipped without the ray extra).
+
+    Module-scoped so that it is gone before a test that has a command start
+    its own Ray; it holds the Ray turn while it runs.
     """
     try:
         import ray
     except ImportError:
         # The suites with every extra have Ray; the no-extras suite must skip.
         pytest.skip("ray is not installed (pip install 'loopwarden[ray]')")
-    if ray.is_initialized():
-        yield ray
-        return
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    with ray_turn():
+        if ray.is_initialized():
+            yield ray
+            return
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            yield ray
+        finally:
+            ray.shutdown()

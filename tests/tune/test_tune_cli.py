@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli.conftest import run_cli
 
-from .corpus import fleet_corpus, known_corpus
+from .corpus import fleet_corpus, known_corpus, ray_turn
 
 GRID = ["--grid", "warningThreshold=3", "--grid", "criticalThreshold=6,12,20"]
 
@@ -30,7 +30,8 @@ def test_same_tune_report_on_one_and_two_workers_and_on_a_local_ray(tmp_path: Pa
     two = _tune_json(corpus, *GRID, "--workers", "2")
     assert one == two
     if importlib.util.find_spec("ray") is not None:  # the no-extras suite has no Ray
-        assert _tune_json(corpus, *GRID, "--engine", "ray", "--workers", "2") == one
+        with ray_turn():
+            assert _tune_json(corpus, *GRID, "--engine", "ray", "--workers", "2") == one
     assert one["corpus"]["runs"] == 74 and one["corpus"]["runs_with_usage"] == 62
     assert [c["calls_prevented"] for c in one["configs"]][1] > 0
     assert len(one["inputs"]) == 9 and all(i["error"] is None for i in one["inputs"])

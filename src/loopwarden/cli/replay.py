@@ -17,6 +17,7 @@ from ._clickutil import (
     EXIT_FAIL,
     EXIT_OK,
     EXIT_USAGE,
+    CommandFailure,
     UsageFailure,
     colour_enabled,
     load_cli_config,
@@ -132,6 +133,7 @@ def replay_command(
     ray_address: str | None,
 ) -> int:
     from .._util import package_version, printable
+    from ..fleet import EngineUnavailable
     from ..fleet.replay import replay_shards
     from ..report import ReplayMeta, writer_for
 
@@ -203,6 +205,8 @@ def replay_command(
                 engine=fleet.engine,
                 ray_address=fleet.ray_address,
             )
+        except EngineUnavailable as exc:
+            raise CommandFailure(str(exc)) from None
         finally:
             if bar is not None:
                 bar.close()

@@ -12,6 +12,7 @@ from ._clickutil import (
     CONTEXT,
     EXIT_OK,
     EXIT_USAGE,
+    CommandFailure,
     UsageFailure,
     colour_enabled,
     load_cli_config,
@@ -109,6 +110,7 @@ def tune_command(
     ray_address: str | None,
 ) -> int:
     from .._util import package_version, printable
+    from ..fleet import EngineUnavailable
     from ..tune import (
         GridError,
         LabelBook,
@@ -178,6 +180,8 @@ def tune_command(
             ray_address=fleet.ray_address,
             on_shard=on_shard,
         )
+    except EngineUnavailable as exc:
+        raise CommandFailure(str(exc)) from None
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from ._engines import ENGINES, ShardTask, default_workers, run_shards
+from ._engines import ENGINES, EngineUnavailable, ShardTask, default_workers, run_shards
 from ._inputs import SPLIT_BYTES, Shard, plan_shards
 from ._job import ShardJob, ShardResult, ShardSink
 from ._read import local_source, shard_source
@@ -24,6 +24,7 @@ from ._read import local_source, shard_source
 __all__ = [
     "ENGINES",
     "SPLIT_BYTES",
+    "EngineUnavailable",
     "Shard",
     "ShardJob",
     "ShardResult",

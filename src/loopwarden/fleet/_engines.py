@@ -9,6 +9,7 @@ as a failed result; the job goes on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -21,12 +22,18 @@ from ._inputs import Shard
 __all__ = [
     "ENGINES",
     "IN_PROCESS_BYTES",
+    "EngineUnavailable",
     "ShardTask",
     "choose_workers",
     "default_workers",
     "in_process",
     "run_shards",
 ]
+
+
+class EngineUnavailable(RuntimeError):
+    """The chosen engine cannot run here (Ray missing, or a Ray that would not start)."""
+
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -197,7 +204,7 @@ def _ray(
     try:
         import ray  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
-        raise RuntimeError("--engine ray needs Ray: pip install 'loopwarden[ray]'") from None
+        raise EngineUnavailable("--engine ray needs Ray: pip install 'loopwarden[ray]'") from None
     started = False
     if not ray.is_initialized():
         import logging
@@ -210,7 +217,17 @@ def _ray(
         }
         if address is None:
             options["num_cpus"] = workers
-        ray.init(address=address, **options)
+        try:
+            ray.init(address=address, **options)
+        except Exception as exc:  # Ray raises bare Exception/ConnectionError/RuntimeError here
+            with contextlib.suppress(Exception):  # a half-started Ray leaves processes behind
+                ray.shutdown()
+            where = f"connect to Ray at {address}" if address else "start a local Ray"
+            raise EngineUnavailable(
+                f"could not {where}: {str(exc).strip() or type(exc).__name__} "
+                "(on a busy machine, start one with `ray start --head` and pass "
+                "--ray-address; or use the local engine with --workers N)"
+            ) from exc
         started = True
     try:
         remote: Any = ray.remote(num_cpus=1, max_retries=0)(_run_task)
