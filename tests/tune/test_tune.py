@@ -131,6 +131,41 @@ def test_grid_config_gives_the_same_runs_as_replay() -> None:
         assert stats.runs_warned == sum(r.level == "warning" for r in reports)
 
 
+def test_nested_settings_of_the_own_rules_are_grid_keys(tmp_path: Path) -> None:
+    """``loopwarden.consecutiveRepeat.blockAt`` is an axis: each value is its own config."""
+    same = [("read_file", {"path": "/src/app.py"}, "the same text")] * 14
+    write_jsonl(tmp_path / "runs.jsonl", [conversation("stuck", same, usage=90)])
+    shards = plan_shards([str(tmp_path)])
+    axes = parse_grid(["loopwarden.consecutiveRepeat.blockAt=6,7,8"])
+    candidates = build_candidates(load_config(BASE), grid_changes(axes))
+    assert [c.describe() for c in candidates] == [
+        f"loopwarden.consecutiveRepeat.blockAt={n}" for n in (6, 7, 8)
+    ]
+    assert candidates[1].config_block()["loopwarden"] == {"consecutiveRepeat": {"blockAt": 7}}
+    outcome = tune(shards, candidates, workers=1)
+    prevented = [s.calls_prevented for s in outcome.stats]
+    for candidate, count in zip(candidates, prevented, strict=True):
+        reports = [
+            r
+            for res in replay_fleet(shards, candidate.config, workers=1)
+            for r in res.payload.reports
+        ]
+        assert count == sum(
+            r.counts["block"] + r.counts["stop"] + r.calls_after_stop for r in reports
+        )
+    assert prevented[0] > prevented[2]  # a later block lets more of the loop through
+
+
+def test_a_nested_setting_that_breaks_the_order_is_refused() -> None:
+    """The validator's ordering rule reaches the grid with its path."""
+    with pytest.raises(GridError) as caught:
+        parse_grid(["loopwarden.consecutiveRepeat.blockAt=4"])
+    assert "--grid loopwarden.consecutiveRepeat.blockAt=4: loopwarden.consecutiveRepeat" in str(
+        caught.value
+    )
+    assert "blockAt 4 is below warnAt 5" in str(caught.value)
+
+
 def test_default_grid_follows_the_validator_keys() -> None:
     """The default grid lowers every threshold the config knows and flips every detector."""
     changes = default_changes()

@@ -1,7 +1,8 @@
 """The config grid of ``loopwarden tune``: ``--grid KEY=V1,V2,...`` axes, validated for real.
 
 Keys are ``tools.loopDetection`` keys (camelCase, dotted for nested ones, the
-``tools.loopDetection.`` prefix optional) or ``loopwarden.<setting>`` keys.
+``tools.loopDetection.`` prefix optional) or ``loopwarden.<setting>`` keys, also
+dotted (``loopwarden.consecutiveRepeat.blockAt``).
 Every value goes through the config validator itself, so a wrong key or value
 gets its path-precise error and "did you mean". Several axes form a product.
 
@@ -74,11 +75,10 @@ class Candidate:
             if key == "enabled" or value != defaults.get(key):
                 _put(block, key, value)
         out: dict[str, Any] = {"tools": {"loopDetection": block}}
-        settings = {
-            key[len(_SETTINGS_PREFIX) :]: value
-            for key, value in self.changes.items()
-            if key.startswith(_SETTINGS_PREFIX)
-        }
+        settings: dict[str, Any] = {}
+        for key, value in self.changes.items():
+            if key.startswith(_SETTINGS_PREFIX):
+                _put(settings, key[len(_SETTINGS_PREFIX) :], value)
         if settings:
             out["loopwarden"] = settings
         return out
@@ -101,9 +101,13 @@ def _flat(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _put(target: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set a dotted key; a ``true`` switch on the way becomes an object (which keeps it on)."""
     *heads, last = dotted.split(".")
     for head in heads:
-        target = target.setdefault(head, {})
+        inner = target.get(head)
+        if not isinstance(inner, dict):
+            inner = target[head] = {} if not isinstance(inner, Mapping) else dict(inner)
+        target = inner
     target[last] = value
 
 
@@ -140,7 +144,9 @@ def _parse_values(raw: str) -> list[Any]:
 def validate_change(key: str, value: Any) -> str | None:
     """The validator's complaint about one grid value, or None when it is valid."""
     if key.startswith(_SETTINGS_PREFIX):
-        raw: dict[str, Any] = {"loopwarden": {key[len(_SETTINGS_PREFIX) :]: value}}
+        section: dict[str, Any] = {}
+        _put(section, key[len(_SETTINGS_PREFIX) :], value)
+        raw: dict[str, Any] = {"loopwarden": section}
     else:
         block: dict[str, Any] = {}
         _put(block, key, value)
@@ -234,7 +240,8 @@ def build_candidates(
             if settings:
                 raw = copy.deepcopy(dict(base.raw))
                 section = dict(raw.get("loopwarden") or {})
-                section.update(settings)
+                for dotted, value in settings.items():
+                    _put(section, dotted, value)
                 raw["loopwarden"] = section
                 config = load_config(raw)
                 config.source = base.source
