@@ -111,3 +111,50 @@ def test_engine_has_no_driver_and_no_store() -> None:
         "loopwarden.telemetry",
     }
     assert loaded_after("import loopwarden.engine", driver) == []
+
+
+_EXCEPTION_SURVEY = """
+import importlib, json, pkgutil, warnings
+import click
+import loopwarden as lw
+checked, stray = [], []
+for info in pkgutil.walk_packages(lw.__path__, "loopwarden."):
+    if info.name.endswith("__main__"):
+        continue
+    try:
+        with warnings.catch_warnings():  # the deprecated modules say so on import
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = importlib.import_module(info.name)
+    except ImportError:
+        continue
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and issubclass(value, BaseException)
+            and value.__module__ == module.__name__
+        ):
+            checked.append(value.__name__)
+            if not issubclass(value, (lw.LoopwardenError, click.ClickException)):
+                stray.append(info.name + "." + value.__name__)
+print(json.dumps({"checked": checked, "stray": stray}))
+"""
+
+
+def test_every_exception_loopwarden_defines_is_a_loopwarden_error() -> None:
+    """One ``except lw.LoopwardenError`` catches whatever loopwarden raises on purpose.
+
+    Every module is imported, in a subprocess so that the imports do not leak into
+    other tests; modules whose framework extra is missing are left out (the no-extras
+    suite). click's exceptions are the command line's exit channel, not raised to callers.
+    """
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _EXCEPTION_SURVEY], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    survey = json.loads(done.stdout.strip().splitlines()[-1])
+    assert survey["stray"] == []
+    assert len(survey["checked"]) >= 10

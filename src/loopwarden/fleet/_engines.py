@@ -17,6 +17,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from ..errors import LoopwardenError
 from ._inputs import Shard
 
 __all__ = [
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-class EngineUnavailable(RuntimeError):
+class EngineUnavailable(LoopwardenError, RuntimeError):
     """The chosen engine cannot run here (Ray missing, or a Ray that would not start)."""
 
 

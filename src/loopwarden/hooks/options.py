@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from .._logging import logger
 from ..config import Config
+from ..errors import LoopwardenError
 from ..stores.sqlite import default_state_path
 from .agents import ADAPTERS
 
@@ -38,7 +39,7 @@ HOOK_DEFAULT_CONFIG: Mapping[str, Any] = {"tools": {"loopDetection": {"enabled":
 """Used when no config file is found: installing the hook is the opt-in to detection."""
 
 
-class UsageError(Exception):
+class UsageError(LoopwardenError):
     """Bad command line (exit code 1: agents treat it as a non-blocking hook error)."""
 
 

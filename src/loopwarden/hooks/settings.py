@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from ..errors import LoopwardenError
 from . import _jsonedit
 from .agents import ADAPTERS
 
@@ -53,7 +54,7 @@ AGENT_TITLES = {"claude-code": "Claude Code", "codex": "Codex CLI", "gemini": "G
 JsonObject = dict[str, Any]
 
 
-class SettingsError(Exception):
+class SettingsError(LoopwardenError):
     """A settings file cannot be read or changed safely (the message says why and where)."""
 
 

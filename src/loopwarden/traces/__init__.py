@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import LoopwardenError
 from ._common import ReadContext, jsonl_records
 from ._results import InputInfo
 from ._sink import Loc, ReplaySink, TraceSink, format_loc
@@ -134,7 +135,7 @@ _CLAUDE_TYPES = frozenset(
 )
 
 
-class TraceFormatError(Exception):
+class TraceFormatError(LoopwardenError):
     """The format of an input could not be determined (or makes no sense for it)."""
 
 

@@ -28,6 +28,7 @@ from typing import IO, Any, NamedTuple, cast
 
 import orjson
 
+from ..errors import LoopwardenError
 from ._sink import Loc
 
 __all__ = ["ByteRange", "Source", "TraceInputError", "expand_paths", "open_source"]
@@ -69,7 +70,7 @@ def _size_text(n: int) -> str:
     return f"{n} bytes"
 
 
-class TraceInputError(Exception):
+class TraceInputError(LoopwardenError):
     """An input path that cannot be read at all (missing, unreadable)."""
 
 

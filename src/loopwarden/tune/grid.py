@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from ..config import Config, LoopDetectionConfig, load_config
-from ..errors import ConfigError
+from ..errors import ConfigError, LoopwardenError
 
 __all__ = [
     "MAX_CONFIGS",
@@ -43,7 +43,7 @@ _SETTINGS_PREFIX = "loopwarden."
 _JOINT_STEPS = (0.75, 0.5, 0.3)
 
 
-class GridError(ValueError):
+class GridError(LoopwardenError, ValueError):
     """A ``--grid`` that cannot be used; the message says which and why."""
 
 

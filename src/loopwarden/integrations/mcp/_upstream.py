@@ -19,6 +19,8 @@ from mcp.server.lowlevel import Server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from ...errors import LoopwardenError
+
 if TYPE_CHECKING:
     from mcp.client._transport import Transport
     from mcp.client.session import MessageHandlerFnT
@@ -31,7 +33,7 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 _MAX_REASON_ERRORS = 3  # validation errors named in a one-line reason
 
 
-class UpstreamError(RuntimeError):
+class UpstreamError(LoopwardenError, RuntimeError):
     """An upstream MCP server could not be started, reached or initialised."""
 
 
