@@ -137,6 +137,10 @@ class RunState:
 
     # -- serialisation -----------------------------------------------------
     def to_bytes(self) -> bytes:
+        return b"".join(self.to_parts())
+
+    def to_parts(self) -> list[bytes]:
+        """:meth:`to_bytes` in pieces: a large window is copied once, by whoever joins them."""
         stopped = self.stopped
         rest = orjson.dumps(
             {
@@ -154,7 +158,7 @@ class RunState:
             }
         )
         # The window is most of the state: spliced in from its incrementally kept rows.
-        return b'{"h":' + self.window.dump_bytes() + b"," + rest[1:]
+        return [b'{"h":', *self.window.dump_parts(), b",", rest[1:]]
 
     @classmethod
     def from_bytes(cls, data: bytes, config: LoopDetectionConfig) -> RunState:

@@ -349,6 +349,10 @@ class RunWindow:
         """:meth:`dump` as JSON. Each row is encoded once while this window lives,
         so a store that keeps the state between writes (Redis) pays per step for
         the new rows only, not for the whole window."""
+        return b"".join(self.dump_parts())
+
+    def dump_parts(self) -> list[bytes]:
+        """:meth:`dump_bytes` in pieces, for a writer that joins them once."""
         enc = self._enc
         records = self.records
         if enc is None:
@@ -361,7 +365,7 @@ class RunWindow:
                 if 0 <= index < size:  # else evicted since
                     enc[index] = _encode_row(rec)
             self._dirty.clear()
-        return b"[" + b",".join(enc) + b"]"
+        return [b"[", b",".join(enc), b"]"]
 
     def _mark_dirty(self, rec: Record) -> None:
         dirty = self._dirty

@@ -36,6 +36,7 @@ __all__ = [
     "GEN_SCRIPT",
     "GEN_SHA",
     "Cas",
+    "Data",
     "Sleep",
     "staging_key",
     "update",
@@ -72,17 +73,30 @@ return redis.call('GET', KEYS[1])
 GEN_SHA = hashlib.sha1(GEN_SCRIPT.encode()).hexdigest()
 
 
+Data = bytes | list[bytes]
+"""A record's data: bytes, or pieces that the writer joins (a large state is copied once)."""
+
+
 class Cas(NamedTuple):
-    """Stage ``record`` (unless ``None``: delete) and run the compare-and-set script.
+    """Stage ``token`` + ``data`` (unless ``data`` is ``None``: delete) and run the
+    compare-and-set script.
 
     Reply ``1`` (written), ``[]`` (no record) or the current record's bytes.
     """
 
     key: str
     expected: bytes
-    record: bytes | None
-    """Token and data to store, ``None`` to delete."""
+    token: bytes
+    """The new record's token (its first 8 bytes)."""
+    data: Data | None
+    """The data to store after the token, ``None`` to delete."""
     ttl_ms: int
+
+    def record(self) -> bytes:
+        """Token and data as one value."""
+        data = self.data
+        assert data is not None
+        return self.token + (data if isinstance(data, bytes) else b"".join(data))
 
 
 def staging_key(key: str, token: bytes) -> str:
@@ -118,7 +132,7 @@ def update(
     cached: tuple[bytes, O] | None,
     fresh: Callable[[], O],
     decode: Callable[[bytes], O],
-    step: Callable[[O], tuple[bytes | None, T, O]],
+    step: Callable[[O], tuple[Data | None, T, O]],
     ttl_ms: int,
     busy_timeout: float,
 ) -> Generator[Op, Any, Outcome[T, O]]:
@@ -138,7 +152,7 @@ def update(
     while True:
         data, result, after = step(obj)
         mine = new_token()
-        reply = yield Cas(key, token, None if data is None else mine + data, ttl_ms)
+        reply = yield Cas(key, token, mine, data, ttl_ms)
         if reply == 1 or (isinstance(reply, bytes) and reply[:8] == mine):
             # The second form: our write went through but its reply was lost and
             # the client retried it.

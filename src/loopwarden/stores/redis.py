@@ -183,6 +183,7 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
         self.ttl_seconds = opts.ttl
         self._ttl_ms = max(1, round(opts.ttl * 1000))
         self._client: Any = None
+        self._leases: _Leases | None = None
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
@@ -222,7 +223,12 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
                 if self._closed:
                     raise StoreError(f"loopwarden Redis store {self.url}: the store is closed")
                 if self._client is None:
-                    self._client = build_client(self.options)
+                    client = build_client(self.options)
+                    if getattr(client, "nodes_manager", None) is None:
+                        self._leases = _Leases(
+                            client.connection_pool, max(0, self.options.pool_size - 1)
+                        )
+                    self._client = client
                 client = self._client
         return client
 
@@ -334,7 +340,7 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
                     time.sleep(op.seconds)
                     reply = None
                 else:
-                    reply = _cas(client, op)
+                    reply = _cas(client, op, self._leases)
             if self._check_generation or result.vanished or self._outage is not None:
                 self._learned_generation(
                     _eval(
@@ -405,9 +411,10 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
         return self._stripes[hash(rkey) % _LOCK_STRIPES]
 
     # -- encoding ------------------------------------------------------------------
-    def _encode(self, state: RunState) -> bytes:
-        data = state.to_bytes()
-        return zlib.compress(data, 1) if self.options.compress else data
+    def _encode(self, state: RunState) -> cas.Data:
+        if self.options.compress:
+            return zlib.compress(state.to_bytes(), 1)
+        return state.to_parts()
 
     def _decoder(self, key: str, config: LoopDetectionConfig) -> Callable[[bytes], RunState]:
         def decode(data: bytes) -> RunState:
@@ -432,7 +439,7 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
     ) -> Generator[cas.Op, Any, cas.Outcome[T, RunState]]:
         rkey = self.run_key(key)
 
-        def step(state: RunState) -> tuple[bytes, T, RunState]:
+        def step(state: RunState) -> tuple[cas.Data, T, RunState]:
             state.updated = time.time()
             result = fn(state)
             return self._encode(state), result, state
@@ -560,8 +567,12 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
             # A write and a delete of a scratch record: every command updates use.
             token = cas.new_token()
             scratch = f"{self._gen_key()}:{{check-{token.hex()}}}"
-            written = _cas(client, cas.Cas(scratch, b"", token + b"x", 10_000))
-            reply = written if written != 1 else _cas(client, cas.Cas(scratch, token, None, 0))
+            written = _cas(client, cas.Cas(scratch, b"", token, b"x", 10_000), self._leases)
+            reply = (
+                written
+                if written != 1
+                else _cas(client, cas.Cas(scratch, token, b"", None, 0), self._leases)
+            )
         except Exception as exc:
             if not _is_redis_error(exc):
                 raise
@@ -577,9 +588,12 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
         with self._mu:
             self._closed = True
             client, self._client = self._client, None
+            leases, self._leases = self._leases, None
             aclients = list(self._aclients.items())
             self._aclients = weakref.WeakKeyDictionary()
             self._cache.clear()
+        if leases is not None:
+            leases.close()
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
@@ -647,25 +661,74 @@ async def _aeval(client: Any, sha: str, script: str, args: tuple[Any, ...]) -> A
 
 
 def _cas_args(op: cas.Cas) -> tuple[Any, ...]:
-    stage = cas.staging_key(op.key, op.record[:8] if op.record is not None else b"")
-    return (2, op.key, stage, op.expected, b"d" if op.record is None else b"w")
+    stage = cas.staging_key(op.key, op.token if op.data is not None else b"")
+    return (2, op.key, stage, op.expected, b"d" if op.data is None else b"w")
 
 
-def _cas(client: Any, op: cas.Cas) -> Any:
+class _Leases:
+    """Connections kept checked out of redis-py's pool between updates.
+
+    Checking a connection out of the pool costs a non-blocking read and two
+    timeout changes on the socket (redis-py's check that it holds no stale
+    reply); on a slow network stack that was a third of a step. An update here
+    never hands back a connection with replies unread (it disconnects on any
+    failure), so its own connections need no such check. At most ``keep`` stay
+    idle, fewer than the pool holds, so other commands always get one.
+    """
+
+    def __init__(self, pool: Any, keep: int) -> None:
+        self.pool = pool
+        self.keep = keep
+        self.idle: list[Any] = []
+        self.pid = os.getpid()
+
+    def take(self) -> Any:
+        if os.getpid() != self.pid:  # a forked child must not share the parent's sockets
+            self.idle, self.pid = [], os.getpid()
+        try:
+            return self.idle.pop()
+        except IndexError:
+            return self.pool.get_connection()
+
+    def give(self, conn: Any) -> None:
+        if len(self.idle) < self.keep and os.getpid() == self.pid:
+            self.idle.append(conn)
+        else:
+            self.pool.release(conn)
+
+    def drop(self, conn: Any) -> None:
+        with contextlib.suppress(Exception):
+            conn.disconnect()
+        self.pool.release(conn)
+
+    def close(self) -> None:
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                self.pool.release(conn)
+
+
+def _cas_commands(op: cas.Cas, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    commands: list[tuple[Any, ...]] = []
+    if op.data is not None:
+        value = [op.token, op.data] if isinstance(op.data, bytes) else [op.token, *op.data]
+        commands.append((b"SET", args[2], value, b"PX", op.ttl_ms))
+    commands.append((b"EVALSHA", cas.CAS_SHA, *args))
+    return commands
+
+
+def _cas(client: Any, op: cas.Cas, leases: _Leases | None) -> Any:
     """One compare-and-set: the staging SET and the script, in one round trip
     (two on a Cluster, whose client pipelines no scripts)."""
     args = _cas_args(op)
     if getattr(client, "nodes_manager", None) is not None:
-        if op.record is not None:
-            client.set(args[2], op.record, px=op.ttl_ms)
+        if op.data is not None:
+            client.set(args[2], op.record(), px=op.ttl_ms)
         return _eval(client, cas.CAS_SHA, cas.CAS_SCRIPT, args)
+    commands = _cas_commands(op, args)
     for attempt in (0, 1):
-        pipe = client.pipeline(transaction=False)
-        if op.record is not None:
-            pipe.set(args[2], op.record, px=op.ttl_ms)
-        pipe.evalsha(cas.CAS_SHA, *args)
         try:
-            return pipe.execute()[-1]
+            return _first_error_or_last(_exchange(client, commands, leases))
         except _rex.NoScriptError:
             if attempt:
                 raise
@@ -676,21 +739,120 @@ def _cas(client: Any, op: cas.Cas) -> Any:
 async def _acas(client: Any, op: cas.Cas) -> Any:
     args = _cas_args(op)
     if getattr(client, "nodes_manager", None) is not None:
-        if op.record is not None:
-            await client.set(args[2], op.record, px=op.ttl_ms)
+        if op.data is not None:
+            await client.set(args[2], op.record(), px=op.ttl_ms)
         return await _aeval(client, cas.CAS_SHA, cas.CAS_SCRIPT, args)
+    commands = _cas_commands(op, args)
     for attempt in (0, 1):
-        pipe = client.pipeline(transaction=False)
-        if op.record is not None:
-            pipe.set(args[2], op.record, px=op.ttl_ms)
-        pipe.evalsha(cas.CAS_SHA, *args)
         try:
-            return (await pipe.execute())[-1]
+            return _first_error_or_last(await _aexchange(client, commands))
         except _rex.NoScriptError:
             if attempt:
                 raise
             await client.script_load(cas.CAS_SCRIPT)
     raise AssertionError("unreachable")
+
+
+# Why not redis-py's pipeline for the update: it writes every value above 6 KB
+# as a chunk of its own, one system call each, and the server may answer the
+# first command before the rest has arrived, so the replies come back in more
+# reads too; with its bookkeeping that cost about as much again as the round
+# trip itself. Here the commands leave in one write and their replies usually
+# come back in one read. The pool, its connection checks and the client's retry
+# on a broken connection are redis-py's own.
+
+
+def _pack(commands: list[tuple[Any, ...]]) -> bytes:
+    """The commands in RESP, as one buffer; an argument given as a list of byte
+    pieces is one bulk string (so a large state is copied once, here)."""
+    out: list[bytes] = []
+    add = out.append
+    for command in commands:
+        add(b"*%d\r\n" % len(command))
+        for arg in command:
+            if isinstance(arg, list):
+                add(b"$%d\r\n" % sum(map(len, arg)))
+                out.extend(arg)
+                add(b"\r\n")
+                continue
+            if isinstance(arg, str):
+                arg = arg.encode()
+            elif isinstance(arg, int):
+                arg = b"%d" % arg
+            add(b"$%d\r\n" % len(arg))
+            add(arg)
+            add(b"\r\n")
+    return b"".join(out)
+
+
+def _first_error_or_last(replies: list[Any]) -> Any:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies[-1]
+
+
+def _exchange(client: Any, commands: list[tuple[Any, ...]], leases: _Leases | None) -> list[Any]:
+    """``commands`` in one write; their replies in order (error replies as exceptions)."""
+    pool = client.connection_pool
+    conn = leases.take() if leases is not None else pool.get_connection()
+    try:
+        replies: list[Any] = conn.retry.call_with_retry(
+            lambda: _send_and_read(conn, commands), lambda _error: conn.disconnect()
+        )
+    except BaseException:
+        if leases is not None:
+            leases.drop(conn)
+        else:
+            pool.release(conn)
+        raise
+    if leases is not None:
+        leases.give(conn)
+    else:
+        pool.release(conn)
+    return replies
+
+
+def _send_and_read(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    conn.send_packed_command([_pack(commands)])
+    replies: list[Any] = []
+    try:
+        for _ in commands:
+            try:
+                replies.append(conn.read_response())
+            except _rex.ResponseError as exc:
+                replies.append(exc)
+    except BaseException:
+        conn.disconnect()  # replies left unread would answer the next command
+        raise
+    return replies
+
+
+async def _aexchange(client: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    pool = client.connection_pool
+    conn = await pool.get_connection()
+
+    async def attempt() -> list[Any]:
+        await conn.send_packed_command([_pack(commands)])
+        replies: list[Any] = []
+        try:
+            for _ in commands:
+                try:
+                    replies.append(await conn.read_response())
+                except _rex.ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        return replies
+
+    async def failed(_error: Exception) -> None:
+        await conn.disconnect()
+
+    try:
+        return await conn.retry.call_with_retry(attempt, failed)  # type: ignore[no-any-return]
+    finally:
+        await pool.release(conn)
 
 
 def _is_redis_error(exc: BaseException) -> bool:
