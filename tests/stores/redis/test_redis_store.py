@@ -223,6 +223,51 @@ def _checks(store: RedisStore) -> bool:
     return True
 
 
+class TestKeptConnections:
+    def test_other_commands_always_find_a_connection(self, redis_url: str) -> None:
+        """Updates keep connections between steps, but never all of the pool's."""
+        import threading
+
+        store = RedisStore(redis_url + "&pool_size=2&timeout=2")
+        errors: list[BaseException] = []
+
+        def work(n: int) -> None:
+            try:
+                for _ in range(40):
+                    store.transact(f"run-{n}", CONFIG, bump)
+                    store.keys()
+                    store.transact_value(f"side-{n}", lambda old: (b"x", old))
+            except BaseException as exc:  # reported below, with the thread's error
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        assert [store.transact(f"run-{n}", CONFIG, lambda st: st.miss_count) for n in range(6)] == [
+            40
+        ] * 6
+        assert store._leases is not None and len(store._leases.idle) <= 1
+        store.close()
+
+    def test_a_kept_connection_the_server_closed_is_replaced(self, redis_url: str) -> None:
+        """The server dropping every client between updates costs no update and no count."""
+        import redis
+
+        store = RedisStore(redis_url)
+        for _ in range(3):
+            store.transact("k", CONFIG, bump)
+        admin = redis.Redis.from_url(redis_url.split("?")[0])
+        for _ in range(3):
+            assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+            store.transact("k", CONFIG, bump)
+        assert store.transact("k", CONFIG, lambda st: st.miss_count) == 6
+        admin.close()
+        store.close()
+
+
 class TestKeysAndLeaks:
     def test_keys_with_odd_characters_round_trip(self, redis_url: str) -> None:
         """Run keys with braces, separators and spaces keep one slot tag and list back intact."""
