@@ -100,6 +100,11 @@ def args_hash(tool: str, params: Any) -> str:
 def extract_unknown_tool_name(message: str) -> str | None:
     """The tool name in an "unknown tool" / "tool X not found" error, lower-cased."""
     text = message.strip()
+    # Every wording names "tool" or "unsupported call": a substring test spares a
+    # long error text (a stack trace, a command's output) the six pattern scans.
+    folded = text.casefold()
+    if "tool" not in folded and "unsupported call" not in folded:
+        return None
     for pattern in _UNKNOWN_PATTERNS:
         match = pattern.search(text)
         if match:

@@ -258,6 +258,19 @@ class TestUnknownToolName:
     def test_extraction(self, message: str, name: str | None) -> None:
         assert extract_unknown_tool_name(message) == name
 
+    def test_every_wording_holds_the_words_checked_first(self) -> None:
+        """The substring test that skips the patterns must not hide one of them."""
+        from loopwarden.profiles.coding_agents import UNKNOWN_TOOL_PATTERNS
+
+        for pattern in UNKNOWN_TOOL_PATTERNS:
+            assert "tool" in pattern.pattern or "unsupported call" in pattern.pattern
+
+    def test_wording_deep_in_a_long_error(self) -> None:
+        """A long error (a trace, a command's output) is still searched whole."""
+        assert extract_unknown_tool_name("x" * 50_000 + " Unknown tool: late") == "late"
+        assert extract_unknown_tool_name("UNSUPPORTED CALL: Shout") == "shout"
+        assert extract_unknown_tool_name("Traceback ...\n" * 5_000) is None
+
 
 class TestOutcomeHash:
     def test_error_outcome(self) -> None:

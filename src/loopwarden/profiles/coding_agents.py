@@ -29,7 +29,9 @@ UNKNOWN_TOOL_PATTERNS = tuple(
         r"^(?:error:\s*)?" + _NAME + r" is not a valid tool",  # LangChain
     )
 )
-"""Errors that name a missing tool (group 1 is its name)."""
+"""Errors that name a missing tool (group 1 is its name). Each one must contain
+"tool" or "unsupported call" literally: ``extract_unknown_tool_name`` checks for
+those first."""
 
 # Codex CLI wraps every shell result in a header whose chunk id and wall time
 # change on each run even when the command output is identical.
