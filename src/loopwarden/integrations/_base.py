@@ -19,15 +19,13 @@ integration needs, written once::
 from __future__ import annotations
 
 import importlib
-import json
 import threading
 import warnings
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any, Generic, NamedTuple, TypeVar
 
-import orjson
-
+from .._util import parse_arguments
 from ..config import ConfigSource
 from ..engine.runtime import Decision
 from ..errors import LoopAbort
@@ -250,20 +248,3 @@ def append_note(text: str, note: str | None) -> str:
     if not note:
         return text
     return f"{text}\n\n{note}" if text else note
-
-
-def parse_arguments(arguments: Any) -> Any:
-    """Tool arguments that arrive as a JSON string, parsed so that equal calls hash equal.
-
-    A string that is not JSON is returned unchanged.
-    """
-    if isinstance(arguments, (str, bytes, bytearray)):
-        try:
-            return orjson.loads(arguments)  # several times faster than json
-        except (orjson.JSONDecodeError, TypeError):
-            pass
-        try:  # what orjson refuses: NaN literals, integers beyond 64 bits
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._logging import logger
 from ..config import ConfigSource
+from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
 from ..hashing import ToolOutcome
 from ._base import aguarded_call, append_note, parse_arguments, require, resolve_guard
@@ -158,7 +159,12 @@ class LoopGuardCapability(AbstractCapability[Any]):
         if compacted:
             await run.aon_compaction()
         for call in unknown:
-            await self._unknown_call(ctx, run, call)
+            try:
+                await self._unknown_call(ctx, run, call)
+            except LoopAbort:
+                raise
+            except Exception:
+                logger.exception("loopwarden could not guard a call of an unknown tool")
         return response
 
     def _unknown_calls(
