@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib
 import threading
-import warnings
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -63,24 +62,8 @@ def require(module: str, extra: str) -> ModuleType:
         ) from exc
 
 
-def resolve_guard(
-    config_or_guard: LoopGuard | ConfigSource = None, *, owner: str = "", **kwargs: Any
-) -> LoopGuard:
-    """Accept a ready :class:`LoopGuard`, or anything :func:`load_config` accepts.
-
-    ``guard=`` is the old name of the first argument of two integrations; it
-    still works, with a DeprecationWarning naming ``owner``.
-    """
-    if "guard" in kwargs:
-        old = kwargs.pop("guard")
-        warnings.warn(
-            f"{owner}(guard=...) is deprecated; pass it as the first argument "
-            "(config_or_guard=...)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        if config_or_guard is None:
-            config_or_guard = old
+def resolve_guard(config_or_guard: LoopGuard | ConfigSource = None, **kwargs: Any) -> LoopGuard:
+    """Accept a ready :class:`LoopGuard`, or anything :func:`load_config` accepts."""
     if isinstance(config_or_guard, LoopGuard):
         if kwargs:
             raise TypeError(

@@ -98,7 +98,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
-        self.guard = resolve_guard(config_or_guard, owner="LoopGuardCapability", **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id
         # Per-run fields, set on the copy that for_run() returns.
         self._run: RunGuard | None = None
