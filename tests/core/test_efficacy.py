@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 import loopwarden as lw
 from loopwarden.config import LoopDetectionConfig
 from loopwarden.config.model import Rules
+from loopwarden.engine import ToolCallHistory
 from loopwarden.engine.detectors import (
     ConsecutiveRepeatSettings,
     CycleSettings,
     FailureStreakSettings,
 )
-from loopwarden.engine import ToolCallHistory
 from loopwarden.errors import ConfigError
 from loopwarden.profiles import OutcomeProfile, ProfileRegistry
 from loopwarden.stores import Store

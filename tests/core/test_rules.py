@@ -81,7 +81,9 @@ class Engine:
         stopped = self.state.stopped
         if stopped is not None:  # the run is over: every call is refused with its stop
             before(self.state, call, self.now)
-            return Detection("critical", stopped.code, stopped.count, stopped.message, "", stop=True)
+            return Detection(
+                "critical", stopped.code, stopped.count, stopped.message, "", stop=True
+            )
         found = decide(self.state, call)
         decided = before(self.state, call, self.now)
         if not decided.decision.blocked and decided.stop is None:
@@ -89,7 +91,9 @@ class Engine:
             params = None if s.command is None else {"command": s.command}
             error = s.error if s.error is not None else None
             src = new_source((s.tool, params, s.outcome, error, DEFAULT_REGISTRY, None))
-            outcome = Outcome(None if s.outcome is None else f"h:{s.outcome}", None, s.error is not None)
+            outcome = Outcome(
+                None if s.outcome is None else f"h:{s.outcome}", None, s.error is not None
+            )
             after(self.state, Done(s.tool, s.sig, key, key, outcome, src), self.now)
         self.now += 1.0
         return found

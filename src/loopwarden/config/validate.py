@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ConfigIssue
 from ..profiles import OutcomeProfile
+from . import rules as _builtin_rules  # noqa: F401  (the built-in sections register on import)
 from .model import (
     BLOCK_KEYS,
     DETECTOR_FIELDS,
@@ -258,9 +259,6 @@ def validate_rule(
 
 def rule_settings() -> dict[str, type[RuleSettings]]:
     """The settings type of every registered rule, by section key."""
-    # The built-in rules register themselves when the engine's detectors are imported.
-    from ..engine import detectors  # noqa: F401
-
     return RULE_SETTINGS
 
 
