@@ -388,8 +388,12 @@ class PostCompaction(Detector):
         if outcome is None or st.stopped is not None:
             return None
         guard = st.guard
-        if ev.veto and not guard.armed:
-            return None  # blocked calls are attempts only inside the window
+        if not guard.armed:
+            # The common case, inline: no window open, the call only joins the baseline
+            # (blocked calls are attempts only inside the window).
+            if not ev.veto and guard.enabled:
+                guard.recent.append((ev.tool, ev.sig))
+            return None
         verdict = guard.step(ev.tool, ev.sig, outcome)
         if verdict.should_abort:
             found = Detection(
