@@ -35,12 +35,7 @@ SETTINGS = (
     ("telemetry", "telemetry"),
 )
 
-GROUP_HELP = """Work with loopwarden config files (OpenClaw layout, JSON5 or JSON).
-
-\b
-Commands:
-  check  Validate a config and show the effective settings per agent.
-"""
+GROUP_HELP = "Work with loopwarden config files (OpenClaw layout, JSON5 or JSON)."
 
 CHECK_HELP = """Validate FILE and print the effective config of each agent.
 

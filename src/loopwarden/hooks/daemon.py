@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import socket
 import sys
@@ -37,7 +38,16 @@ from .context import HookContext
 from .hooklog import write_log
 from .runner import handle
 
-__all__ = ["DEFAULT_IDLE_SECONDS", "main", "ping", "serve", "spawn", "stop"]
+__all__ = [
+    "DEFAULT_IDLE_SECONDS",
+    "idle_seconds",
+    "idle_text",
+    "main",
+    "ping",
+    "serve",
+    "spawn",
+    "stop",
+]
 
 DEFAULT_IDLE_SECONDS = 900.0
 CONTROL = "LWC1"
@@ -48,12 +58,22 @@ _LOCK_FD = 3  # where a spawned helper finds the lock its starter took
 _STOP_GRACE_SECONDS = 5.0
 
 
-def _idle_seconds(env: Mapping[str, str]) -> float:
+def idle_seconds(env: Mapping[str, str]) -> float:
+    """How long the helper waits for an event before it exits (``$LOOPWARDEN_HOOK_IDLE``)."""
     try:
         value = float(env.get("LOOPWARDEN_HOOK_IDLE", DEFAULT_IDLE_SECONDS))
     except ValueError:
         return DEFAULT_IDLE_SECONDS
-    return value if value > 0 else DEFAULT_IDLE_SECONDS
+    return value if 0 < value < math.inf else DEFAULT_IDLE_SECONDS
+
+
+def idle_text(env: Mapping[str, str]) -> str:
+    """:func:`idle_seconds` in words: ``15 minutes``, ``90 seconds``."""
+    seconds = idle_seconds(env)
+    if seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds:g} seconds"
 
 
 def _private_dir(path: str) -> bool:
@@ -396,7 +416,7 @@ def spawn(env: Mapping[str, str]) -> bool:
             "import sys; del sys.path[0]; from loopwarden.hooks.daemon import main; "
             "raise SystemExit(main(sys.argv[1:]))"
         )
-        argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(_idle_seconds(env))]
+        argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(idle_seconds(env))]
         argv += ["--lock-fd", str(_LOCK_FD)]
         devnull = os.devnull
         try:
