@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .conftest import Run, no_traceback
 
 CONFIG = """// an OpenClaw-style config
@@ -20,6 +22,7 @@ CONFIG = """// an OpenClaw-style config
     list: [
       { id: "ops", tools: { loopDetection: {
           warningThreshold: 4, detectors: { pingPong: false } } } },
+      { id: "helper", name: "an agent without a block of its own" },
     ],
     entries: { "Night Bot": { tools: { loopDetection: { enabled: false } } } },
   },
@@ -74,9 +77,9 @@ def test_effective_config_with_sources(cli: Run, tmp_path: Path) -> None:
     assert views["night-bot"]["effective"]["enabled"] is False
     assert data["settings"]["sendTools"] == {"value": ["notify"], "source": "loopwarden"}
 
-    one = cli(["config", "check", str(path), "--agent", "unknown-agent", "--set", "historySize=50"])
+    one = cli(["config", "check", str(path), "--agent", "Helper", "--set", "historySize=50"])
     assert one.returncode == 0
-    assert "agent 'unknown-agent' — no block of its own; the global block applies" in one.stdout
+    assert "agent 'Helper' — no block of its own; the global block applies" in one.stdout
     assert "historySize                      50      override" in one.stdout
 
 
@@ -116,3 +119,149 @@ def test_invalid_config_lists_every_problem(cli: Run, tmp_path: Path) -> None:
     assert bad_set.returncode == 2 and "--set" in bad_set.stderr
     assert cli(["config"]).returncode == 2
     assert cli(["config", "frobnicate"]).returncode == 2
+
+
+def test_agent_must_be_an_agent_of_the_file(cli: Run, tmp_path: Path) -> None:
+    """--agent names an agent of the file (ids normalised) or fails with the file's agents."""
+    path = tmp_path / "openclaw.json5"
+    path.write_text(CONFIG)
+    done = cli(["config", "check", str(path), "--agent", "nosuch"])
+    no_traceback(done)
+    assert done.returncode == 2 and done.stdout == ""
+    assert (
+        f"loopwarden config: error: --agent 'nosuch' is not an agent of {path}; "
+        "its agents: ops, helper, night-bot"
+    ) in done.stderr
+    assert cli(["config", "check", str(path), "--agent", "NIGHT BOT"]).returncode == 0
+
+    bare = tmp_path / "bare.json5"
+    bare.write_text("{tools: {loopDetection: {enabled: true}}}")
+    done = cli(["config", "check", str(bare), "--agent", "ops", "--format", "json"])
+    assert done.returncode == 2 and done.stdout == ""
+    assert "names no agents" in done.stderr
+
+
+TYPOS = [
+    ("{tools: {loopDetecton: {enabled: true}}}", "tools.loopDetecton", "'loopDetection'"),
+    ("{tools: {LoopDetection: {enabled: true}}}", "tools.LoopDetection", "'loopDetection'"),
+    ("{loopDetection: {enabled: true}}", "loopDetection", "tools.loopDetection?"),
+    ("{loopDetecton: {enabled: true}}", "loopDetecton", "tools.loopDetection?"),
+    ("{Tools: {loopDetection: {enabled: true}}}", "Tools", "'tools'"),
+    ("{tool: {loopDetection: {enabled: true}}}", "tool", "'tools'"),
+    ("{agnets: {list: [{id: 'a', tools: {loopDetection: {}}}]}}", "agnets", "'agents'"),
+    ("{agents: {lists: [{id: 'a', tools: {loopDetection: {}}}]}}", "agents.lists", "'list'"),
+    ("{agents: {entry: {a: {tools: {loopDetection: {}}}}}}", "agents.entry", "'entries'"),
+    ("{agents: {list: [{id: 'a', Tools: {}}]}}", "agents.list[0].Tools", "'tools'"),
+    (
+        "{agents: {entries: {a: {tools: {loop_detection: {}}}}}}",
+        "agents.entries.a.tools.loop_detection",
+        "'loopDetection'",
+    ),
+    (
+        "{agents: {defaults: {tools: {loopDetection: {enabled: true}}}}}",
+        "agents.defaults.tools.loopDetection",
+        "tools.loopDetection?",
+    ),
+    ("{agent: {tools: {loopDetection: {}}}}", "agent.tools.loopDetection", "tools.loopDetection?"),
+    ("{loopWarden: {store: 'memory://'}}", "loopWarden", "'loopwarden'"),
+    ("{tools: {warningThreshold: 5}}", "tools.warningThreshold", "tools.loopDetection"),
+]
+
+
+@pytest.mark.parametrize(("text", "path", "fix"), TYPOS, ids=[t[1] for t in TYPOS])
+def test_a_misspelt_block_name_is_an_error(
+    cli: Run, tmp_path: Path, text: str, path: str, fix: str
+) -> None:
+    """A misspelt block or parent name fails the check, naming the key and the fix."""
+    config = tmp_path / "openclaw.json5"
+    config.write_text(text)
+    done = cli(["config", "check", str(config)])
+    no_traceback(done)
+    assert done.returncode == 1, done.stdout
+    assert f"{config}: invalid (1 problem)" in done.stdout
+    assert f"{config}:1: {path}: " in done.stdout
+    assert "did you mean" in done.stdout or "belongs in" in done.stdout
+    assert fix in done.stdout
+
+
+REAL_OPENCLAW = """// the shape of a real ~/.openclaw/openclaw.json
+{
+  $schema: "https://openclaw.ai/config.schema.json",
+  meta: { lastTouchedVersion: "2026.7.2" },
+  env: { vars: { TZ: "Europe/Berlin" } },
+  gateway: { port: 18789, mode: "local", bind: "loopback", tools: { deny: ["browser"] } },
+  channels: { telegram: { enabled: true, botToken: "${TELEGRAM_TOKEN}" } },
+  models: { providers: {} },
+  session: { scope: "per-sender" },
+  messages: { ackReaction: "👀" },
+  hooks: { enabled: false },
+  skills: { entries: { notes: { enabled: true, config: { loopDetection: "theirs" } } } },
+  plugins: { entries: { memory: { enabled: true, config: { tools: 1, agents: 2 } } } },
+  talk: { provider: "system" },
+  cron: { enabled: true },
+  agent: { model: "anthropic/claude-opus-4" },  // the older layout some files still carry
+  tools: {
+    profile: "coding",
+    allow: ["exec", "read"],
+    exec: { host: "sandbox" },
+    web: { search: { enabled: true } },
+    elevated: { enabled: false },
+    subagents: { tools: { deny: ["exec"] } },
+    loopDetection: { enabled: true, warningThreshold: 8 },
+  },
+  agents: {
+    defaults: { model: { primary: "anthropic/claude-sonnet-4" }, workspace: "~/work" },
+    list: [
+      { id: "main", default: true, identity: { name: "Claw" } },
+      { id: "ops", workspace: "~/ops",
+        tools: { profile: "minimal", loopDetection: { criticalThreshold: 12 } } },
+    ],
+  },
+  loopwarden: { sendTools: ["notify"] },
+}
+"""
+
+
+def test_a_real_openclaw_file_is_valid(cli: Run, tmp_path: Path) -> None:
+    """OpenClaw's own sections and settings, beside ours, are never taken for misspellings."""
+    path = tmp_path / "openclaw.json"
+    path.write_text(REAL_OPENCLAW, encoding="utf-8")
+    done = cli(["config", "check", str(path), "--agent", "ops", "--format", "json"])
+    no_traceback(done)
+    assert done.returncode == 0, done.stdout
+    (ops,) = json.loads(done.stdout)["agents"]
+    assert ops["effective"]["warningThreshold"] == 8
+    assert ops["effective"]["criticalThreshold"] == 12
+
+
+def test_a_misspelt_block_name_stops_every_entry_point(cli: Run, tmp_path: Path) -> None:
+    """The guard, the hook and the MCP proxy refuse the config too, saying what to rename."""
+    import loopwarden as lw
+
+    path = tmp_path / "typo.json5"
+    path.write_text("{tools: {loopDetecton: {enabled: true}}}")
+    with pytest.raises(lw.ConfigError, match=r"tools\.loopDetecton: .*did you mean"):
+        lw.LoopGuard(str(path))
+
+    event = {
+        "session_id": "typo",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": "a.py"},
+        "prompt_id": "p1",
+        "tool_use_id": "t1",
+    }
+    hook = cli(
+        ["hook", "claude-code", "--no-daemon", "--config", str(path)],
+        input=json.dumps(event),
+        env={"HOME": str(tmp_path)},
+    )
+    no_traceback(hook)
+    assert hook.returncode == 0  # the agent is never broken: the call is allowed ...
+    assert "invalid loopwarden config" in hook.stderr  # ... and the user is told why
+    assert "did you mean 'loopDetection'" in hook.stderr
+
+    proxy = cli(["mcp-proxy", "--config", str(path), "--", "true"])
+    no_traceback(proxy)
+    assert proxy.returncode == 2
+    assert "tools.loopDetecton: unknown key; did you mean 'loopDetection'" in proxy.stderr

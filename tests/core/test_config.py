@@ -135,6 +135,57 @@ class TestValidation:
             lw.load_config({"enabled": True})
         assert "tools.loopDetection" in str(exc.value)
 
+    @pytest.mark.parametrize(
+        ("key", "name", "near"),
+        [
+            ("loopDetecton", "loopDetection", True),
+            ("loop_detection", "loopDetection", True),
+            ("toolLoopDetection", "loopDetection", True),
+            ("Tools", "tools", True),
+            ("tool", "tools", True),
+            ("agnets", "agents", True),
+            ("entry", "entries", True),
+            ("entires", "entries", True),
+            ("lists", "list", True),
+            ("loop-warden", "loopwarden", True),
+            ("tools", "tools", False),
+            ("tooling", "tools", False),
+            ("hooks", "tools", False),
+            ("talk", "tools", False),
+            ("models", "agents", False),
+            ("defaults", "list", False),
+            (3, "tools", False),
+            ("x" * 100, "loopDetection", False),
+        ],
+    )
+    def test_near_misses(self, key: Any, name: str, near: bool) -> None:
+        """A misspelling is one or two edits away, or differs in case, separators or plural."""
+        from loopwarden.config.names import is_near_miss
+
+        assert is_near_miss(key, name) is near
+
+    def test_misspelt_names_of_the_block_and_its_parents(self) -> None:
+        """Every misspelt name on the way to a block is reported at once, with its fix."""
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config(
+                {
+                    "Tools": {"loopDetection": {"enabled": True}},
+                    "loopDetection": {"enabled": True},
+                    "agents": {
+                        "list": [{"id": "a", "tool": {"loopDetection": {}}}],
+                        "entries": {"b": {"tools": {"loopdetection": {}}}},
+                    },
+                }
+            )
+        assert {issue.path for issue in exc.value.issues} == {
+            "Tools",
+            "loopDetection",
+            "agents.list[0].tool",
+            "agents.entries.b.tools.loopdetection",
+        }
+        with pytest.raises(lw.ConfigError, match="did you mean 'loopDetection'"):
+            lw.LoopGuard({"tools": {"loopDetecton": {"enabled": True}}})
+
     def test_other_openclaw_keys_are_ignored(self) -> None:
         """The rest of an openclaw.json is left alone."""
         cfg = lw.load_config(

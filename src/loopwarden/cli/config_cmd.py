@@ -120,6 +120,7 @@ def check_command(
 
     agents: list[str | None]
     if agent is not None:
+        _known_agent(config, agent, file)
         agents = [agent]
     else:
         agents = [None, *config.agent_ids()]
@@ -160,6 +161,23 @@ def check_command(
         value = _show(info["value"])
         click.echo(f"  {key:<16} {value:<28} {style(info['source'], dim=True)}")
     return EXIT_OK
+
+
+def _known_agent(config: Config, agent: str, file: str) -> None:
+    """``--agent`` must name an agent of the file (ids compared as OpenClaw does)."""
+    from ..config import normalize_agent_id
+
+    listed = config.listed_agents()
+    if normalize_agent_id(agent) in listed:
+        return
+    if not listed:
+        raise UsageFailure(
+            f"--agent {agent!r}: {file} names no agents (agents.list[].id or "
+            "agents.entries.<id>); without --agent the global block is shown, which every "
+            "agent gets"
+        )
+    names = ", ".join(listed)
+    raise UsageFailure(f"--agent {agent!r} is not an agent of {file}; its agents: {names}")
 
 
 def _view(config: Config, agent: str | None, file: str) -> dict[str, Any]:
