@@ -321,12 +321,21 @@ def _load_text(text: str, file: str) -> Config:
     try:
         raw = json5.loads(text)
     except ValueError as exc:
+        from .._json5loc import syntax_error
+
         match = _JSON5_ERROR.match(str(exc))
         line = int(match.group(1)) if match else None
-        reason = match.group(2) if match else str(exc)
-        raise _refused(
-            [ConfigIssue("", f"not valid JSON5: {reason}", file=file, line=line)], closed
-        ) from None
+        message = f"not valid JSON5: {match.group(2) if match else exc}"
+        column = re.search(r"at column (\d+)$", message)
+        # json5 reports where its parser gave up, often a token or two after the
+        # mistake; ours is used when it is no later than that.
+        found = syntax_error(text)
+        if found is not None and (
+            line is None or (found.line, found.column) <= (line, int(column[1]) if column else 0)
+        ):
+            line = found.line
+            message = f"not valid JSON5 at column {found.column}: {found.message}"
+        raise _refused([ConfigIssue("", message, file=file, line=line)], closed) from None
     except RecursionError:  # the bracket count missed something: still a config error
         message = f"nested deeper than {MAX_DEPTH} levels (objects and arrays)"
         raise _refused([ConfigIssue("", message, file=file)], closed) from None
