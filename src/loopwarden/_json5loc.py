@@ -212,10 +212,10 @@ def syntax_error(text: str) -> SyntaxProblem | None:
             continue
         # a key, or a value
         if c in "\"'":
-            end = _string_end(text, i)
-            if end is None:
+            closed = _string_end(text, i)
+            if closed is None:
                 return at(i, "a string is not closed on its line")
-            i = end
+            i = closed
             expect = ":" if expect in ("key?", "key") else ("," if stack else "end")
             continue
         if expect in ("key?", "key"):
