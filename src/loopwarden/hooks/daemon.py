@@ -47,6 +47,7 @@ __all__ = [
     "serve",
     "spawn",
     "stop",
+    "wait_for_start",
 ]
 
 DEFAULT_IDLE_SECONDS = 900.0
@@ -345,6 +346,30 @@ def _control(env: Mapping[str, str], command: str) -> int | None:
 def ping(env: Mapping[str, str]) -> int | None:
     """The pid of the running helper, or None."""
     return _control(env, "ping")
+
+
+def wait_for_start(env: Mapping[str, str], timeout: float = 5.0) -> int | None:
+    """The helper's pid once it answers, if one is running or starting (its lock is
+    taken); None at once when no helper holds the lock, or after ``timeout``."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout
+    while True:
+        pid = ping(env)
+        if pid is not None or time.monotonic() > deadline:
+            return pid
+        try:
+            fd = os.open(socket_path(env) + ".lock", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            time.sleep(0.05)  # held: a helper is starting (the lock is released on exit)
+            continue
+        finally:
+            os.close(fd)  # (closing also releases the lock if we took it)
+        return None
 
 
 def stop(env: Mapping[str, str], wait: float = _STOP_GRACE_SECONDS + 2.0) -> bool:
