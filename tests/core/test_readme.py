@@ -231,3 +231,21 @@ def test_typed_quickstart_is_the_readme_quickstart() -> None:
         (name,) = _defined_names(node)
         assert name in typed, f"tests/typing/api.py does not define {name}"
         assert ast.dump(_Unannotate().visit(typed[name])) == ast.dump(node), name
+
+
+def test_every_docs_page_links_back_to_the_index() -> None:
+    """A reader who lands on any page of docs/ finds the way back to docs/index.md."""
+    pages = [p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "index.md"]
+    assert pages
+    missing = [p.name for p in pages if "](index.md)" not in p.read_text(encoding="utf-8")]
+    assert missing == []
+
+
+def test_the_index_row_of_cli_md_names_every_command_it_documents() -> None:
+    """docs/index.md's row for cli.md names each command that has a section in cli.md."""
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    commands = re.findall(r"^## `loopwarden ([\w-]+)", page, re.MULTILINE)
+    assert {"demo", "replay", "tune", "config"} <= set(commands)
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    (row,) = [line for line in index.splitlines() if line.startswith("| [cli.md](cli.md)")]
+    assert [name for name in commands if f"`{name}" not in row and f" {name}`" not in row] == []

@@ -9,6 +9,7 @@ its line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -365,8 +366,12 @@ def load_config(source: ConfigSource) -> Config:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
+            reason = exc.strerror or str(exc)
+            if not path.is_absolute():  # say where a relative path was looked for
+                with contextlib.suppress(OSError):
+                    reason += f" (looked for in the working directory {os.getcwd()})"
             raise ConfigError(
-                [ConfigIssue("", f"cannot read config file: {exc.strerror or exc}", file=str(path))]
+                [ConfigIssue("", f"cannot read config file: {reason}", file=str(path))]
             ) from None
         except UnicodeDecodeError:
             raise ConfigError(
