@@ -64,7 +64,7 @@ SETTINGS_KEYS = (
 )
 TELEMETRY_KEYS = {"enabled": "enabled", "maxToolNames": "max_tool_names", "maxAgents": "max_agents"}
 PROFILE_KEYS = ("volatileKeys", "volatilePatterns", "volatileCounters", "poll", "send")
-# camelCase key -> attribute, for the detectors of the loopwarden block (issue 9).
+# camelCase key -> attribute, for the runtime guard's own detectors (loopwarden block).
 REPEAT_KEYS = {
     "enabled": "enabled",
     "warnAt": "warn_at",
@@ -162,9 +162,9 @@ class FailureStreakConfig:
 
 @dataclass(frozen=True, slots=True)
 class ExtrasConfig:
-    """The detectors the runtime guard adds to OpenClaw's (issue 9), from the ``loopwarden``
-    block. ``LoopGuard`` runs them by default whenever detection is ``enabled``; the
-    engine objects of SPEC 8 only when a config says so explicitly."""
+    """The detectors the runtime guard adds to OpenClaw's, from the ``loopwarden`` block.
+    ``LoopGuard`` runs them by default whenever detection is ``enabled``; the engine
+    objects (``ToolCallHistory``, OpenClaw's semantics) only when a config says so."""
 
     consecutive_repeat: RepeatConfig = RepeatConfig()
     cycle: CycleConfig = CycleConfig()
@@ -225,8 +225,8 @@ class LoopDetectionConfig:
     """``postCompactionGuard``: the guard armed after a context compaction."""
     extras: ExtrasConfig | None = None
     """The runtime guard's extra detectors (``loopwarden`` block), ``None``: not chosen here.
-    ``LoopGuard`` fills it from its settings (on by default); the SPEC 8 engine objects
-    run them only when it is set."""
+    ``LoopGuard`` fills it from its settings (on by default); the engine objects
+    (``ToolCallHistory``) run them only when it is set."""
     repairs: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """Threshold repairs applied to this block, in words."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
