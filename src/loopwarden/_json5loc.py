@@ -24,26 +24,32 @@ _PUNCT = "{}[]:,"
 _WS = " \t\r\n\ufeff\u00a0\u2028\u2029\v\f"
 
 
-def _skip(text: str, i: int, line: int) -> tuple[int, int]:
-    """Skip whitespace and comments; returns the new index and line."""
+def _skip(text: str, i: int, line: int, line_start: int = 0) -> tuple[int, int, int]:
+    """Skip whitespace and comments: the new index, line and index where that line starts.
+
+    A ``/*`` comment that is never closed is not skipped (the index stays on it).
+    """
     n = len(text)
     while i < n:
         c = text[i]
         if c in _WS:
-            if c == "\n":
-                line += 1
             i += 1
+            if c == "\n":
+                line, line_start = line + 1, i
         elif text.startswith("//", i):
             end = text.find("\n", i)
             i = n if end < 0 else end
         elif text.startswith("/*", i):
             end = text.find("*/", i + 2)
-            stop = n if end < 0 else end + 2
-            line += text.count("\n", i, stop)
-            i = stop
+            if end < 0:
+                break
+            newlines = text.count("\n", i, end)
+            if newlines:
+                line, line_start = line + newlines, text.rfind("\n", i, end) + 1
+            i = end + 2
         else:
             break
-    return i, line
+    return i, line, line_start
 
 
 def _token(text: str, i: int) -> int:
@@ -79,7 +85,7 @@ def locate_lines(text: str) -> dict[PathKey, int]:
     i, line, n = 0, 1, len(text)
     try:
         while True:
-            i, line = _skip(text, i, line)
+            i, line, _ = _skip(text, i, line)
             if i >= n:
                 break
             c = text[i]
@@ -154,26 +160,9 @@ def syntax_error(text: str) -> SyntaxProblem | None:
         return SyntaxProblem(line, index - line_start + 1, message)
 
     while True:
-        # whitespace and comments, counting lines
-        while i < n:
-            c = text[i]
-            if c == "\n":
-                i += 1
-                line, line_start = line + 1, i
-            elif c in _WS:
-                i += 1
-            elif text.startswith("//", i):
-                end = text.find("\n", i)
-                i = n if end < 0 else end
-            elif text.startswith("/*", i):
-                end = text.find("*/", i + 2)
-                if end < 0:
-                    return at(i, "a /* comment is not closed")
-                for newline in re.finditer("\n", text[i:end]):
-                    line, line_start = line + 1, i + newline.end()
-                i = end + 2
-            else:
-                break
+        i, line, line_start = _skip(text, i, line, line_start)
+        if text.startswith("/*", i):
+            return at(i, "a /* comment is not closed")
         if i >= n:
             if expect == "end":
                 return None
