@@ -54,7 +54,7 @@ def test_effective_config_with_sources(cli: Run, tmp_path: Path) -> None:
     assert "agent 'ops' (agents.list[0].tools.loopDetection over the global block)" in out
     assert f"agent {path}:13" in out
     assert "agent 'night-bot'" in out and "the guard does nothing at all" in out
-    assert "sendTools        [notify]" in out
+    assert "sendTools          [notify]" in out
 
     data = json.loads(cli(["config", "check", str(path), "--format", "json"]).stdout)
     assert data["valid"] is True
@@ -265,3 +265,155 @@ def test_a_misspelt_block_name_stops_every_entry_point(cli: Run, tmp_path: Path)
     no_traceback(proxy)
     assert proxy.returncode == 2
     assert "tools.loopDetecton: unknown key; did you mean 'loopDetection'" in proxy.stderr
+
+
+# -- every rule in force, and what acts first ------------------------------------------
+
+REPEAT_CONFIG = """{
+  tools: { loopDetection: { enabled: true } },
+  loopwarden: {
+    consecutiveRepeat: { warnAt: 3, blockAt: 4, stopAt: 6 },
+    waitSeconds: 4,
+  },
+}
+"""
+
+
+def _guard_on_identical_calls(path: Path) -> dict[str, int]:
+    """The call numbers at which a real guard under ``path`` first warns, blocks and stops a
+    stuck agent repeating one call (driven as an integration does, by ScriptedAgent)."""
+    from loopwarden import LoopAbort, LoopGuard
+    from loopwarden.testing import ScriptedAgent
+
+    guard = LoopGuard(str(path), run_record=False)
+    agent = ScriptedAgent(guard.run("stuck"), {"read_file": lambda path: "the same text"})
+    first: dict[str, int] = {}
+    for number in range(1, 100):
+        try:
+            seen = agent.call("read_file", {"path": "a.txt"}, f"c{number}")
+        except LoopAbort:
+            first["stop"] = number
+            break
+        if seen.blocked:
+            first.setdefault("block", number)
+        elif seen.warned:
+            first.setdefault("warn", number)
+    return first
+
+
+def test_the_block_is_reported_at_the_call_where_the_guard_blocks(cli: Run, tmp_path: Path) -> None:
+    """With consecutiveRepeat {3, 4, 6}, config check says the identical loop is warned at
+    call 3, blocked at call 4 and stopped at call 6 by consecutive_repeat, which is what a
+    real guard under the same file does; the old summary said "block at 20"."""
+    path = tmp_path / "loopwarden.json5"
+    path.write_text(REPEAT_CONFIG)
+    truth = _guard_on_identical_calls(path)
+    assert truth == {"warn": 3, "block": 4, "stop": 6}
+
+    data = json.loads(cli(["config", "check", str(path), "--format", "json"]).stdout)
+    (view,) = data["agents"]
+    identical = next(p for p in view["first_actions"] if p["pattern"] == "identical")
+    assert {action: act["call"] for action, act in identical["first"].items()} == truth
+    assert {act["rule"] for act in identical["first"].values()} == {"consecutive_repeat"}
+
+    done = cli(["config", "check", str(path)])
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert (
+        "identical loop   warn at call 3 (consecutive_repeat) · block at call 4 "
+        "(consecutive_repeat) · stop at call 6 (consecutive_repeat)" in out
+    )
+    assert "block at 20" not in out and "warning at 10" not in out
+    # The numbers, and where each comes from: the file's line, or the default.
+    assert "consecutive_repeat         warn 3 · block 4 · stop 6" in out
+    assert "loopwarden.consecutiveRepeat.blockAt = 4" in out
+    assert f"loopwarden {path}:4" in out
+    assert "loopwarden.cycle.warnRounds = 3" in out
+
+
+def test_every_rule_is_listed_with_its_thresholds_and_sources(cli: Run, tmp_path: Path) -> None:
+    """Every registered rule is in the JSON, in precedence order, with numbers that are its
+    own thresholds() under the file; the loopwarden block's other settings show their
+    source; a rule switched off says which key did it."""
+    from loopwarden.engine.detectors import rules
+
+    path = tmp_path / "loopwarden.json5"
+    path.write_text(
+        REPEAT_CONFIG.replace("waitSeconds: 4,", "waitSeconds: 4, cycle: { enabled: false },")
+    )
+    data = json.loads(cli(["config", "check", str(path), "--format", "json"]).stdout)
+    (view,) = data["agents"]
+    listed = [r["name"] for r in view["rules"]]
+    assert listed == [cls.name for cls in rules()]
+    by_name = {r["name"]: r for r in view["rules"]}
+    assert by_name["cycle"]["on"] is False
+    assert by_name["cycle"]["switch"]["source"] == "loopwarden"
+    repeat = by_name["consecutive_repeat"]
+    assert [(t["action"], t["at"]) for t in repeat["thresholds"]] == [
+        ("warn", 3),
+        ("block", 4),
+        ("stop", 6),
+    ]
+    assert repeat["thresholds"][1]["sources"] == [
+        {
+            "key": "loopwarden.consecutiveRepeat.blockAt",
+            "value": 4,
+            "source": "loopwarden",
+            "line": 4,
+            "detail": None,
+        }
+    ]
+    (stop_after,) = by_name["blocks_in_a_row"]["thresholds"][0]["sources"]
+    assert stop_after["source"] == "derived" and stop_after["value"] == 10
+    warn = by_name["generic_repeat"]["thresholds"][0]["sources"][0]
+    assert warn["key"] == "tools.loopDetection.warningThreshold" and warn["source"] == "default"
+    assert data["settings"]["waitSeconds"] == {"value": 4, "source": "loopwarden", "line": 5}
+    assert data["settings"]["volatileCounters"]["source"] == "default"
+    assert data["settings"]["consecutiveRepeat"]["value"]["blockAt"] == 4
+    # With the cycle rule off, the ping-pong is left to another rule, and the summary says so.
+    ping = next(p for p in view["first_actions"] if p["pattern"] == "ping_pong")
+    assert "cycle" not in {act["rule"] for act in ping["first"].values()}
+    assert ping["first"]["block"]["rule"] == "ping_pong"
+
+    out = cli(["config", "check", str(path)]).stdout
+    assert (
+        f"cycle                      off (loopwarden.cycle.enabled: false, loopwarden {path}:5)"
+        in out
+    )
+
+
+@pytest.mark.parametrize(
+    ("block", "pattern", "action", "call", "rule"),
+    [
+        ("{enabled: true}", "poll", "block", 21, "known_poll_no_progress"),
+        ("{enabled: true, criticalThreshold: 12}", "poll", "block", 13, "known_poll_no_progress"),
+        ("{enabled: true}", "failure_streak", "stop", 15, "failure_streak"),
+        ("{enabled: true}", "unknown_tool", "block", 11, "unknown_tool_repeat"),
+        ("{enabled: true}", "post_compaction", "stop", 3, "compaction_loop_persisted"),
+        ("{}", "identical", None, None, None),
+    ],
+)
+def test_what_acts_first_follows_the_config(
+    cli: Run,
+    tmp_path: Path,
+    block: str,
+    pattern: str,
+    action: str | None,
+    call: int | None,
+    rule: str | None,
+) -> None:
+    """Each pattern's summary moves with the thresholds (it is a run of the guard, not a
+    sentence); with enabled unset nothing catches an identical loop."""
+    path = tmp_path / "loopwarden.json5"
+    path.write_text(f"{{tools: {{loopDetection: {block}}}}}")
+    data = json.loads(cli(["config", "check", str(path), "--format", "json"]).stdout)
+    found = next(p for p in data["agents"][0]["first_actions"] if p["pattern"] == pattern)
+    if action is None:
+        assert found["first"] == {}
+        assert found["calls"] > 20
+    else:
+        assert found["first"][action] == {
+            "call": call,
+            "rule": rule,
+            "count": found["first"][action]["count"],
+        }

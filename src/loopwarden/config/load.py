@@ -183,6 +183,10 @@ class Config:
             views.append(FieldView(key, value, source, line, detail))
         return views
 
+    def line_of(self, path: PathKey) -> int | None:
+        """The line of the config file that sets ``path`` (``None``: not from a file)."""
+        return self._key_lines().get(path)
+
     def _key_lines(self) -> dict[PathKey, int]:
         if self._lines is None:
             self._lines = {}
