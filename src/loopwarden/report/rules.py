@@ -29,6 +29,7 @@ __all__ = [
     "describe",
     "first_actions",
     "own_settings",
+    "rules_changed",
     "rules_in_force",
     "rules_line",
     "run_pattern",
@@ -356,6 +357,18 @@ def first_actions(config: Config, agent: str | None = None) -> list[PatternResul
 def rules_line(views: list[RuleView]) -> str:
     """The rules in force on one line: ``consecutive_repeat warn 5 · block 6 · stop 8; ...``."""
     return "; ".join(f"{r.name} {r.numbers()}" for r in views if r.on and r.thresholds)
+
+
+def rules_changed(base: list[RuleView], views: list[RuleView]) -> str:
+    """The rules whose numbers (or on/off) differ from ``base``: ``cycle off; ...``."""
+    before = {r.name: r for r in base}
+    parts = []
+    for rule in views:
+        old = before.get(rule.name)
+        if old is not None and old.on == rule.on and old.numbers() == rule.numbers():
+            continue
+        parts.append(f"{rule.name} {rule.numbers()}" if rule.on else f"{rule.name} off")
+    return "; ".join(parts)
 
 
 def describe(config: Config, agent: str | None = None) -> dict[str, Any]:
