@@ -417,3 +417,19 @@ def test_what_acts_first_follows_the_config(
             "rule": rule,
             "count": found["first"][action]["count"],
         }
+
+
+def test_a_rule_switched_off_with_false_names_its_line(cli: Run, tmp_path: Path) -> None:
+    """``cycle: false`` (the short form) is the file's switch, with its line, not a default."""
+    path = tmp_path / "loopwarden.json5"
+    path.write_text("{tools: {loopDetection: {enabled: true}},\n loopwarden: {cycle: false}}")
+    data = json.loads(cli(["config", "check", str(path), "--format", "json"]).stdout)
+    cycle = next(r for r in data["agents"][0]["rules"] if r["name"] == "cycle")
+    assert cycle["on"] is False
+    assert cycle["switch"] == {
+        "key": "loopwarden.cycle.enabled",
+        "value": False,
+        "source": "loopwarden",
+        "line": 2,
+        "detail": None,
+    }

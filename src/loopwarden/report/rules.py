@@ -26,7 +26,6 @@ __all__ = [
     "RuleView",
     "Source",
     "ThresholdView",
-    "describe",
     "first_actions",
     "own_settings",
     "rules_changed",
@@ -142,8 +141,12 @@ class _Sources:
         key = _OWN + ".".join(parts)
         settings = self.config.settings
         given: Any = self.raw
+        path: tuple[str, ...] = ("loopwarden",)
         for part in parts:
+            if isinstance(given, bool) and part == "enabled":
+                break  # the section given as true/false: that is its switch
             given = given.get(part) if isinstance(given, Mapping) else None
+            path += (part,)
         section = RULE_SETTINGS.get(parts[0]) if len(parts) == 2 else None
         if section is not None:
             value = settings.rules.get(section).to_dict().get(parts[1])
@@ -155,7 +158,7 @@ class _Sources:
             value = given
         if given is None:
             return Source(key, value, "default")
-        return Source(key, value, "loopwarden", self.config.line_of(("loopwarden", *parts)))
+        return Source(key, value, "loopwarden", self.config.line_of(path))
 
 
 def rules_in_force(config: Config, agent: str | None = None) -> list[RuleView]:
@@ -164,7 +167,9 @@ def rules_in_force(config: Config, agent: str | None = None) -> list[RuleView]:
     from ..engine.detectors import plan_for, rules
     from ..guard import LoopGuard
 
-    cfg = LoopGuard(config, store="memory://", run_record=False, telemetry=False).config_for(agent)
+    guard = LoopGuard(config, store="memory://", run_record=False, telemetry=False)
+    cfg = guard.config_for(agent)
+    guard.close()
     plan = plan_for(cfg)
     lookup = _Sources(config, agent)
     out = []
@@ -315,8 +320,7 @@ def run_pattern(config: Config, pattern: Pattern, agent: str | None, limit: int)
     from ..errors import LoopAbort
     from ..guard import LoopGuard
 
-    guard = LoopGuard(config, agent_id=agent, store="memory://", run_record=False,
-                      telemetry=False)  # fmt: skip
+    guard = LoopGuard(config, agent_id=agent, store="memory://", run_record=False, telemetry=False)
     run = guard.run("config-check", tools=pattern.tools)
     first: dict[str, Act] = {}
     made = 0
@@ -369,11 +373,3 @@ def rules_changed(base: list[RuleView], views: list[RuleView]) -> str:
             continue
         parts.append(f"{rule.name} {rule.numbers()}" if rule.on else f"{rule.name} off")
     return "; ".join(parts)
-
-
-def describe(config: Config, agent: str | None = None) -> dict[str, Any]:
-    """The rules in force and what acts first, as JSON-ready data."""
-    return {
-        "rules": [r.to_dict() for r in rules_in_force(config, agent)],
-        "first_actions": [p.to_dict() for p in first_actions(config, agent)],
-    }
