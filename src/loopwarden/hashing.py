@@ -1,4 +1,4 @@
-"""Call signatures and outcome hashes (SPEC section 2).
+"""Call signatures and outcome hashes: what makes two calls, or two results, the same.
 
 Nothing in this module raises, whatever the input: a value that cannot be
 inspected is hashed by its type, and the caller's agent keeps running.
@@ -270,7 +270,9 @@ def hash_outcome(
     error: Any = MISSING,
     profiles: ProfileRegistry = DEFAULT_REGISTRY,
 ) -> Outcome:
-    """Hash one call's outcome (SPEC 2.3). Never raises."""
+    """Hash one call's outcome: an error by its message, a tool result by its profiled
+    content and details, anything else whole; no outcome for no result or our own
+    block answer (docs/detection.md). Never raises."""
     try:
         return _hash_outcome(tool, params, result, error, profiles)
     except Exception:

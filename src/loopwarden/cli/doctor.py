@@ -6,8 +6,9 @@ as a real subprocess (the way the agent would), and checks that the config
 loads and the state store can be written. Where the agent's CLI is on ``PATH``
 it also checks the CLI's version against the one the hooks were tested with
 and, for Codex, that Codex trusts and enables loopwarden's hooks (it skips
-untrusted hooks silently). Exit code 1 when something is broken; every
-problem says what to do.
+untrusted hooks silently). The test events start the hook helper if none was
+running; doctor says so, how long it stays and how to stop it. Exit code 1 when
+something is broken; every problem says what to do.
 """
 
 from __future__ import annotations
@@ -296,15 +297,22 @@ def _check_store(
         ctx.close()
 
 
-def _check_helper(env: Mapping[str, str], report: _Report) -> None:
+def _check_helper(env: Mapping[str, str], report: _Report, before: int | None) -> None:
+    """The hook helper, and whether the test events above started it (``before``: its pid
+    before them)."""
     from ..hooks._protocol import socket_path
-    from ..hooks.daemon import ping
+    from ..hooks.daemon import idle_text, wait_for_start
 
-    pid = ping(env)
+    pid = wait_for_start(env)  # a test event above may have just started one
     if pid is None:
         report.info("hook helper: not running (the next hook call starts it)")
-    else:
-        report.ok(f"hook helper: running, pid {pid}, socket {socket_path(env)}")
+        return
+    started = " (started by the test events above)" if before != pid else ""
+    report.ok(f"hook helper: running{started}, pid {pid}, socket {socket_path(env)}")
+    report.info(
+        f"it stays running to answer hook calls, and exits after {idle_text(env)} without "
+        "one ($LOOPWARDEN_HOOK_IDLE seconds); stop it now with 'loopwarden hook --stop-daemon'"
+    )
 
 
 @click.command(
@@ -327,9 +335,12 @@ def _check_helper(env: Mapping[str, str], report: _Report) -> None:
 def doctor_command(
     agent: str | None, directory: Path | None, config: str | None, state: str | None
 ) -> int:
+    from ..hooks.daemon import ping
+
     env = dict(os.environ)
     project = (directory or Path.cwd()).resolve()
     report = _Report()
+    helper = ping(env)
     click.echo("loopwarden doctor")
     click.echo("configuration and state:")
     _check_store(config, state, env, report)
@@ -338,7 +349,7 @@ def doctor_command(
         click.echo(f"{AGENT_TITLES[name]}:")
         installed = _check_agent(name, project, env, report) or installed
     click.echo("helper:")
-    _check_helper(env, report)
+    _check_helper(env, report, helper)
     if report.problems:
         click.echo(f"{report.problems} problem(s) found.")
         return EXIT_FAIL

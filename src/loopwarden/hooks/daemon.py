@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import socket
 import sys
@@ -37,7 +38,17 @@ from .context import HookContext
 from .hooklog import write_log
 from .runner import handle
 
-__all__ = ["DEFAULT_IDLE_SECONDS", "main", "ping", "serve", "spawn", "stop"]
+__all__ = [
+    "DEFAULT_IDLE_SECONDS",
+    "idle_seconds",
+    "idle_text",
+    "main",
+    "ping",
+    "serve",
+    "spawn",
+    "stop",
+    "wait_for_start",
+]
 
 DEFAULT_IDLE_SECONDS = 900.0
 CONTROL = "LWC1"
@@ -48,12 +59,22 @@ _LOCK_FD = 3  # where a spawned helper finds the lock its starter took
 _STOP_GRACE_SECONDS = 5.0
 
 
-def _idle_seconds(env: Mapping[str, str]) -> float:
+def idle_seconds(env: Mapping[str, str]) -> float:
+    """How long the helper waits for an event before it exits (``$LOOPWARDEN_HOOK_IDLE``)."""
     try:
         value = float(env.get("LOOPWARDEN_HOOK_IDLE", DEFAULT_IDLE_SECONDS))
     except ValueError:
         return DEFAULT_IDLE_SECONDS
-    return value if value > 0 else DEFAULT_IDLE_SECONDS
+    return value if 0 < value < math.inf else DEFAULT_IDLE_SECONDS
+
+
+def idle_text(env: Mapping[str, str]) -> str:
+    """:func:`idle_seconds` in words: ``15 minutes``, ``90 seconds``."""
+    seconds = idle_seconds(env)
+    if seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds:g} seconds"
 
 
 def _private_dir(path: str) -> bool:
@@ -327,6 +348,30 @@ def ping(env: Mapping[str, str]) -> int | None:
     return _control(env, "ping")
 
 
+def wait_for_start(env: Mapping[str, str], timeout: float = 5.0) -> int | None:
+    """The helper's pid once it answers, if one is running or starting (its lock is
+    taken); None at once when no helper holds the lock, or after ``timeout``."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout
+    while True:
+        pid = ping(env)
+        if pid is not None or time.monotonic() > deadline:
+            return pid
+        try:
+            fd = os.open(socket_path(env) + ".lock", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            time.sleep(0.05)  # held: a helper is starting (the lock is released on exit)
+            continue
+        finally:
+            os.close(fd)  # (closing also releases the lock if we took it)
+        return None
+
+
 def stop(env: Mapping[str, str], wait: float = _STOP_GRACE_SECONDS + 2.0) -> bool:
     """Ask the running helper to exit and wait until it has; one that does not is
     terminated (its socket removed), so no socket outlives a stop."""
@@ -396,7 +441,7 @@ def spawn(env: Mapping[str, str]) -> bool:
             "import sys; del sys.path[0]; from loopwarden.hooks.daemon import main; "
             "raise SystemExit(main(sys.argv[1:]))"
         )
-        argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(_idle_seconds(env))]
+        argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(idle_seconds(env))]
         argv += ["--lock-fd", str(_LOCK_FD)]
         devnull = os.devnull
         try:
