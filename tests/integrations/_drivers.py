@@ -65,6 +65,10 @@ class Driver:
     extra: str
     hidden: tuple[str, ...]
     """Modules to hide to see the missing-extra error."""
+    unknown_tool_named = True
+    """The framework's own answer to a call of an unknown name names the tool."""
+    warnings_ignored: tuple[str, ...] = ()
+    """Warning filters for the framework's own warnings during its tests (pytest's syntax)."""
 
     def adapter(self, config: Any, **guard_kwargs: Any) -> Any:
         raise NotImplementedError
