@@ -122,7 +122,7 @@ class AG2(Driver):
                             _text(getattr(part, "content", getattr(part, "data", part)))
                             for part in answer.result.parts
                         )
-            result.model_calls += len(model.calls)
+            result.model_calls += len(model.mock.call_args_list)
         return result
 
 
