@@ -140,6 +140,9 @@ def crewai_repeat_limit_lifted() -> Iterator[None]:
     global _repeat_users, _repeat_saved
     from crewai.utilities import agent_utils
 
+    if not hasattr(agent_utils, "MAX_REPEATED_TOOL_CALLS"):  # releases before the limit
+        yield
+        return
     with _repeat_lock:
         if _repeat_users == 0:
             _repeat_saved = agent_utils.MAX_REPEATED_TOOL_CALLS
