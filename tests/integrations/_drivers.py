@@ -60,6 +60,8 @@ class Driver:
     name: str
     requires: str
     """The framework module whose absence skips this driver."""
+    requires_also: tuple[str, ...] = ()
+    """Further modules the driver needs (a framework's optional model client)."""
     module: str
     """loopwarden's integration module."""
     extra: str
@@ -83,6 +85,10 @@ class Driver:
         self, adapter: Any, script: Script, tools: list[Any], *, compact: bool = False
     ) -> Result:
         return asyncio.run(self.arun(adapter, script, tools, compact=compact))
+
+    def missing(self) -> str | None:
+        """The first module this driver needs that is not installed."""
+        return next((m for m in (self.requires, *self.requires_also) if not installed(m)), None)
 
     def __repr__(self) -> str:
         return self.name

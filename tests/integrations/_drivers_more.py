@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tests.integrations._chat_server import ChatServer, Reply, tool_messages
@@ -67,27 +67,9 @@ class AG2(Driver):
         the conversation, and the looping turn after it on the same stream."""
         from ag2 import Agent, MemoryStream, tool
         from ag2.compact import CompactTrigger, TailWindowCompact
-        from ag2.events import ToolCallEvent, ToolResultsEvent
         from ag2.knowledge import MemoryKnowledgeStore
         from ag2.knowledge.config import KnowledgeConfig
-        from ag2.testing import TestConfig, TrackingConfig
 
-        # Steps per turn (TestConfig starts its script afresh for every turn): with
-        # ``compact``, two tool-call steps and a text answer, then the rest of the script.
-        turns: list[list[Any]] = [[]]
-        for turn in range(LIMIT):
-            calls = script(turn)
-            if calls is None:
-                break
-            turns[-1].append(
-                [ToolCallEvent(name=n, arguments=json.dumps(a), id=i) for n, a, i in calls]
-            )
-            if compact and turn == 1:
-                turns[-1].append("Checked twice; will check again when asked.")
-                turns.append([])
-        turns[-1].append("done")
-        # raise_tool_errors=False: a real provider reads a failed call as a result and goes on.
-        models = [TrackingConfig(TestConfig(*steps, raise_tool_errors=False)) for steps in turns]
         knowledge = None
         if compact:
             knowledge = KnowledgeConfig(
@@ -97,33 +79,110 @@ class AG2(Driver):
                 compact=TailWindowCompact(2),
                 compact_trigger=CompactTrigger(max_events=4),
             )
-        agent = Agent(
-            "poller",
-            config=models[0],
-            tools=[tool(fn) for fn in tools],
-            middleware=[adapter],
-            knowledge=knowledge,
-        )
-        stream = MemoryStream()
         result = Result()
-        try:
-            for number, model in enumerate(models):
-                question = "Check again." if number else "Is job 42 done?"
-                reply = await agent.ask(question, stream=stream, config=model)
-            result.final = reply.body
-        except Exception as exc:
-            _stopped(exc, result)
-        for model in models:
-            for call in model.mock.call_args_list:
-                last = call.args[0]  # the newest event the model was sent
-                if isinstance(last, ToolResultsEvent):
-                    for answer in last.results:
-                        result.answers[answer.parent_id] = "\n\n".join(
-                            _text(getattr(part, "content", getattr(part, "data", part)))
-                            for part in answer.result.parts
-                        )
-            result.model_calls += len(model.mock.call_args_list)
+        with self.models(script, compact) as (models, collect):
+            agent = Agent(
+                "poller",
+                config=models[0],
+                tools=[tool(fn) for fn in tools],
+                middleware=[adapter],
+                knowledge=knowledge,
+            )
+            stream = MemoryStream()
+            try:
+                for number, model in enumerate(models):
+                    question = "Check again." if number else "Is job 42 done?"
+                    reply = await agent.ask(question, stream=stream, config=model)
+                result.final = reply.body
+            except Exception as exc:
+                _stopped(exc, result)
+            collect(result)
         return result
+
+    @contextlib.contextmanager
+    def models(
+        self, script: Script, compact: bool
+    ) -> Iterator[tuple[list[Any], Callable[[Result], None]]]:
+        """The model config of each turn, and what fills a result's answers and model calls.
+
+        AG2's ``TestConfig`` starts its script afresh for every turn: with ``compact``,
+        two tool-call steps and a text answer in the first, the rest of the script after.
+        """
+        from ag2.events import ToolCallEvent, ToolResultsEvent
+        from ag2.testing import TestConfig, TrackingConfig
+
+        turns: list[list[Any]] = [[]]
+        for turn in range(LIMIT):
+            calls = script(turn)
+            if calls is None:
+                break
+            turns[-1].append(
+                [ToolCallEvent(name=n, arguments=json.dumps(a), id=i) for n, a, i in calls]
+            )
+            if compact and turn == 1:
+                turns[-1].append(AFTER_TWO_CHECKS)
+                turns.append([])
+        turns[-1].append("done")
+        # raise_tool_errors=False: a real provider reads a failed call as a result and goes on.
+        models = [TrackingConfig(TestConfig(*steps, raise_tool_errors=False)) for steps in turns]
+
+        def collect(result: Result) -> None:
+            for model in models:
+                for call in model.mock.call_args_list:
+                    last = call.args[0]  # the newest event the model was sent
+                    if isinstance(last, ToolResultsEvent):
+                        for answer in last.results:
+                            result.answers[answer.parent_id] = "\n\n".join(
+                                _text(getattr(part, "content", getattr(part, "data", part)))
+                                for part in answer.result.parts
+                            )
+                result.model_calls += len(model.mock.call_args_list)
+
+        yield models, collect
+
+
+AFTER_TWO_CHECKS = "Checked twice; will check again when asked."
+
+
+class AG2OpenAI(AG2):
+    """AG2 with its real OpenAI client (``ag2[openai]``) against the loopback chat model:
+    what the provider is sent, call ids and tool messages as they travel on the wire."""
+
+    name = "ag2-openai"
+    requires_also = ("openai",)
+
+    @contextlib.contextmanager
+    def models(
+        self, script: Script, compact: bool
+    ) -> Iterator[tuple[list[Any], Callable[[Result], None]]]:
+        from ag2.config import OpenAIConfig
+
+        steps = itertools.count()
+        lock = threading.Lock()
+        paused = [False]  # with ``compact``: the first turn's text answer was given
+
+        def reply(body: dict[str, Any]) -> Reply:
+            with lock:
+                if compact and not paused[0] and _answered(body) == 2:
+                    paused[0] = True
+                    return AFTER_TWO_CHECKS
+                step = next(steps)
+            calls = script(step) if step < LIMIT else None
+            return "done" if calls is None else list(calls)
+
+        def collect(result: Result) -> None:
+            for body in server.requests:
+                result.answers.update(tool_messages(body))
+            result.model_calls = len(server.requests)
+
+        with ChatServer(reply) as server:
+            config = OpenAIConfig(model="gpt-4o-mini", base_url=server.url, api_key="test")
+            yield [config] * (2 if compact else 1), collect
+
+
+def _answered(body: dict[str, Any]) -> int:
+    """The tool answers in a request (the first turn's two, before any compaction)."""
+    return sum(1 for message in body.get("messages", []) if message.get("role") == "tool")
 
 
 # -- CrewAI ----------------------------------------------------------------------------

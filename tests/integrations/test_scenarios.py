@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import loopwarden as lw
-from tests.integrations._drivers import DRIVERS, Call, Driver, Script, installed
-from tests.integrations._drivers_more import AG2, CrewAI
+from tests.integrations._drivers import DRIVERS, Call, Driver, Script
+from tests.integrations._drivers_more import AG2, AG2OpenAI, CrewAI
 from tests.integrations._shared import (
     BLOCKED,
     SMALL,
@@ -26,7 +26,7 @@ from tests.integrations._shared import (
     import_error_without,
 )
 
-DRIVERS = (*DRIVERS, AG2(), CrewAI())
+DRIVERS = (*DRIVERS, AG2(), AG2OpenAI(), CrewAI())
 
 all_frameworks = pytest.mark.parametrize(
     "driver",
@@ -35,7 +35,7 @@ all_frameworks = pytest.mark.parametrize(
             d,
             id=d.name,
             marks=[
-                pytest.mark.skipif(not installed(d.requires), reason=f"needs {d.requires}"),
+                pytest.mark.skipif(d.missing() is not None, reason=f"needs {d.missing()}"),
                 *(pytest.mark.filterwarnings(w) for w in d.warnings_ignored),
             ],
         )

@@ -106,7 +106,7 @@ class LoopGuardMiddleware:
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
-        self.guard = resolve_guard(config_or_guard, owner="LoopGuardMiddleware", **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
         # An in-process store never waits: the plain methods spare the coroutines.
         self.inline = isinstance(self.guard.store, InProcess)

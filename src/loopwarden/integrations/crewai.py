@@ -224,7 +224,7 @@ class LoopGuardHooks:
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
-        self.guard = resolve_guard(config_or_guard, owner="LoopGuardHooks", **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
         self._runs: RunRegistry[_RunKey, _Run] = RunRegistry(on_evict=_end)
         self._summary = _summary_marks()
