@@ -20,7 +20,8 @@ or blocked), one call per model response.
    Target: LoopGuardHooks - no-op <= engine + 20 us.
 
 Cases alternate within each round and the best round is kept
-(``bench_engine.measure``). Needs the ``crewai`` extra in an environment of
+(``bench_engine.measure``). CrewAI's console panels are turned off for all
+cases. Needs the ``crewai`` extra in an environment of
 its own (see docs/integrations-crewai.md).
 
 Run: ``python benchmarks/bench_crewai.py`` (a benchmark, not a test).
@@ -53,6 +54,7 @@ warnings.simplefilter("ignore")
 from _adapter_bench import CONFIG, print_hook_report  # noqa: E402 - sibling scripts, not a package
 from bench_engine import measure  # noqa: E402
 from crewai import LLM, Agent  # noqa: E402
+from crewai.events.event_listener import EventListener  # noqa: E402
 from crewai.hooks import (  # noqa: E402
     register_after_tool_call_hook,
     register_before_llm_call_hook,
@@ -200,6 +202,9 @@ def engine_case() -> Callable[[list[tuple[Any, Any, Any]]], float]:
 
 
 def main() -> None:
+    # CrewAI's console panels (printed on its event threads whatever the agent's verbose
+    # says) cost every case the same: off, they no longer swamp the figures and the output.
+    EventListener().formatter.verbose = False
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20, help="tool calls per kickoff")
     parser.add_argument("--rounds", type=int, default=10)

@@ -1,10 +1,11 @@
 """Drivers for the shared scenarios (``test_scenarios.py``): AG2 and CrewAI.
 
-AG2 runs with its own offline test model (``ag2.testing.TestConfig``, wrapped
-in its ``TrackingConfig`` to see what the model was sent). CrewAI has no test
-model: it runs with its real OpenAI client against a scripted chat-completions
-server on loopback (``_chat_server.py``). Framework imports happen inside the
-drivers, so this module imports without any extra installed.
+AG2 runs twice: with its own offline test model (``ag2.testing.TestConfig``,
+wrapped in its ``TrackingConfig`` to see what the model was sent), and with its
+real OpenAI client against a scripted chat-completions server on loopback
+(``_chat_server.py``). CrewAI has no test model: it runs with its real OpenAI
+client against that server. Framework imports happen inside the drivers, so
+this module imports without any extra installed.
 """
 
 from __future__ import annotations
