@@ -31,14 +31,18 @@ CREWAI_ENV = {
 
 
 def import_crewai() -> Any:
-    """Import CrewAI for a test: its environment set, and its import-time ImportWarning
-    (a lazily set submodule attribute) not turned into an error by pytest."""
+    """Import CrewAI for a test: its environment set, its import-time ImportWarning
+    (a lazily set submodule attribute) not turned into an error by pytest, its console
+    panels off."""
     for key, value in CREWAI_ENV.items():
         os.environ.setdefault(key, value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ImportWarning)
         import crewai
+        from crewai.events.event_listener import EventListener
 
+    # CrewAI's console panels go to the terminal past pytest's capture: quiet CI logs.
+    EventListener().formatter.verbose = False
     return crewai
 
 
