@@ -56,6 +56,8 @@ class Script:
             self.steps.extend([step] * int(step.get("repeat", 1)))
         self.after: str = spec.get("after", "I am done.")
         self.summary: str = spec.get("summary", "<summary>The user asked to poll a job.</summary>")
+        # Tool names that mark a main-conversation request, if not the API's own default.
+        self.main_tools: set[str] = set(spec.get("main_tools", ()))
         self.lock = threading.Lock()
         self.served = 0
 
@@ -132,7 +134,8 @@ class Anthropic(API):
 
     def is_main(self, path: str, body: Any) -> bool:
         tools = body.get("tools") if isinstance(body, dict) else None
-        return bool(tools) and any(t.get("name") == "Bash" for t in tools if isinstance(t, dict))
+        wanted = self.script.main_tools or {"Bash"}
+        return bool(tools) and any(t.get("name") in wanted for t in tools if isinstance(t, dict))
 
     def error(self, message: str) -> Any:
         return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}

@@ -85,6 +85,15 @@ class Adapter:
     timeout: int = 30
     """Hook timeout written by ``install``, in the agent's unit (seconds here)."""
 
+    def event_name(self, event: Mapping[str, Any]) -> str | None:
+        """The event's name, as the answer and the log call it."""
+        name = event.get("hook_event_name")
+        return name if isinstance(name, str) else None
+
+    def session_id(self, event: Mapping[str, Any]) -> str | None:
+        """The session the event belongs to (every guard state is keyed by it)."""
+        return _text(event.get("session_id"))
+
     def kind(self, event: Mapping[str, Any]) -> Kind | None:
         name = event.get("hook_event_name")
         if not isinstance(name, str):
@@ -168,6 +177,10 @@ class Adapter:
     def model_note(self, event: Mapping[str, Any], note: str) -> dict[str, Any]:
         """Show ``note`` to the model with its next request (only where a CLI allows it)."""
         return {}
+
+    def compaction_file(self, event: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+        """A file the agent rewrites at each compaction, where no event says so (Cline)."""
+        return None
 
 
 # What Claude Code answers the model for a call it could not make, as the
@@ -333,7 +346,12 @@ class GeminiAdapter(Adapter):
         }
 
 
-_BY_NAME = {cls.name: cls() for cls in (Adapter, CodexAdapter, GeminiAdapter)}
+# Agents with a module of their own (imported last: they build on Adapter).
+from .agents_cline import ClineAdapter  # noqa: E402
+from .agents_opencode import OpenCodeAdapter  # noqa: E402
+
+_CLASSES = (Adapter, CodexAdapter, GeminiAdapter, OpenCodeAdapter, ClineAdapter)
+_BY_NAME = {cls.name: cls() for cls in _CLASSES}
 # Keyed by the one list of agents (hooks._protocol.AGENTS): an agent without an
 # adapter fails at import, an adapter missing from the list is never offered.
 ADAPTERS: Mapping[str, Adapter] = {name: _BY_NAME[name] for name in AGENTS}
