@@ -120,6 +120,9 @@ function exchange(path, request) {
 
 // The helper's answer to one event: {code, stdout, stderr}; null when no helper took it.
 export async function forward(env, python, argv, payload, cwd) {
+  if (["0", "off", "no", "false"].includes(String(env.LOOPWARDEN_HOOK_DAEMON ?? "1").toLowerCase())) {
+    return null; // as the hook command: every event in a hook process of its own
+  }
   const path = socketPath(env, python);
   if (!process.getuid || !privateDir(dirname(path))) return null;
   const pairs = ENV_KEYS.filter((k) => env[k] !== undefined).map((k) => `${k}=${env[k]}`);
