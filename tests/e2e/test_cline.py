@@ -151,3 +151,15 @@ def test_doctor_checks_the_hook_files(ws: Workspace) -> None:
     assert "PreToolUse.sh" in doctor.stdout and "PostToolUse.sh" in doctor.stdout
     assert "[ok] test tool_call event allowed" in doctor.stdout
     assert "[ok] Cline CLI 3.0.65" in doctor.stdout
+
+
+def test_what_the_user_sees_when_the_run_ends(ws: Workspace) -> None:
+    """Text mode: Cline prints its own ``[abort]`` line and exits 0; the reason is in
+    loopwarden's hook log (Cline shows no hook output to the user)."""
+    ws.write_config(SMALL)
+    outcome = ws.run(cycle(ws, 10), text_mode=True)
+    run = outcome.runs[-1]
+    assert run.code == 0
+    assert "[abort]" in run.stdout + run.stderr, (run.stdout[-1000:], run.stderr[-1000:])
+    assert "loopwarden" not in run.stdout + run.stderr
+    assert "loopwarden block" in outcome.hook_log or "loopwarden stop" in outcome.hook_log
