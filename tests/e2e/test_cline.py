@@ -142,6 +142,10 @@ def test_small_thresholds_end_the_run_at_the_first_block(ws: Workspace) -> None:
     outcome = ws.run(cycle(ws, 10))
     run_ended(outcome, len(outcome.main))
     assert len(outcome.main) < 20
+    # The pair's warning (ping-pong wording) came with an earlier result, as hook context.
+    shown = [s for s in outcome.results() if s is not None]
+    warned = [s for s in shown if "WARNING: the last 3 tool calls repeat the same two" in s.context]
+    assert len(warned) == 1 and "<hook_context" in warned[0].context, [s.context for s in shown]
 
 
 def test_doctor_checks_the_hook_files(ws: Workspace) -> None:

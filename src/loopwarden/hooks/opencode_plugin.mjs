@@ -27,7 +27,7 @@ export const ENV_KEYS = [
 ];
 const SOCKET_TIMEOUT_MS = 20000; // as the hook command: above the store's busy timeout
 const PROCESS_TIMEOUT_MS = 30000; // the other agents' hook timeout
-const MAX_IDS = 4096; // call ids remembered per process (denied, failed): oldest dropped
+const MAX_IDS = 4096; // call ids (denied, failed) and sessions remembered per process: oldest dropped
 
 // This file is <site-packages>/loopwarden/hooks/opencode_plugin.mjs.
 const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -231,7 +231,11 @@ export function loopwarden({ command, args }) {
     return {
       "chat.message": async (input, output) => {
         const id = output?.message?.id ?? input?.messageID;
-        if (input?.sessionID && id) runs.set(input.sessionID, id);
+        if (input?.sessionID && id) {
+          runs.delete(input.sessionID); // re-inserted last: the oldest session goes first
+          runs.set(input.sessionID, id);
+          if (runs.size > MAX_IDS) runs.delete(runs.keys().next().value);
+        }
         stopped.delete(input?.sessionID); // a new prompt: a new run
       },
       // Before every model request: a stopped run makes none.
@@ -284,6 +288,7 @@ export function loopwarden({ command, args }) {
         if (part?.type !== "tool" || part.state?.status !== "error") return;
         if (denied.has(part.callID) || failed.has(part.callID) || part.state.metadata?.interrupted) return;
         failed.add(part.callID);
+        notes.delete(part.callID); // its after hook, which would show the note, never comes
         await ask({
           ...base("tool.failed", part.sessionID),
           tool_name: part.tool,
