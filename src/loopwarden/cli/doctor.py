@@ -101,7 +101,7 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         return
     session = f"loopwarden-doctor-{uuid.uuid4().hex[:12]}"
     adapter = ADAPTERS[agent]
-    sample = getattr(adapter, "doctor_event", None)  # agents whose events look different
+    sample = getattr(adapter, "probe_event", None)  # agents whose events look different
     event: dict[str, Any] = {
         "session_id": session,
         "transcript_path": "",

@@ -40,6 +40,7 @@ class ClineAdapter(Adapter):
     """Cline CLI hook files: ``tool_call``/``tool_result``; one agent's run is one run."""
 
     name = "cline"
+    title = "Cline CLI"
     events: Mapping[str, Kind] = {"tool_call": "pre", "tool_result": "post"}
     install_events = ()  # hook files, not settings entries (see hooks.fileinstall)
 
@@ -121,7 +122,7 @@ class ClineAdapter(Adapter):
     def stop(self, kind: Kind, event_name: str, reason: str) -> dict[str, Any]:
         return {"cancel": True, "errorMessage": reason}
 
-    def doctor_event(self, session: str) -> dict[str, Any]:
+    def probe_event(self, session: str) -> dict[str, Any]:
         """A harmless ``tool_call`` as Cline sends it (``loopwarden doctor``)."""
         return {
             "hookName": "tool_call",

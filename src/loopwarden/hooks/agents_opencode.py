@@ -37,6 +37,7 @@ class OpenCodeAdapter(Adapter):
     """OpenCode through loopwarden's plugin; the run is the user's prompt (message id)."""
 
     name = "opencode"
+    title = "OpenCode"
     events: Mapping[str, Kind] = {
         "tool.execute.before": "pre",
         "tool.execute.after": "post",
@@ -80,7 +81,7 @@ class OpenCodeAdapter(Adapter):
     def stop(self, kind: Kind, event_name: str, reason: str) -> dict[str, Any]:
         return {"stop": reason}
 
-    def doctor_event(self, session: str) -> dict[str, Any]:
+    def probe_event(self, session: str) -> dict[str, Any]:
         """A harmless call as the plugin would send it (``loopwarden doctor``)."""
         return {
             "hook_event_name": "tool.execute.before",
