@@ -276,12 +276,14 @@ class Workspace:
             }
             for i, prompt in enumerate(prompts)
         ]
-        spec = {
-            "script": {"api": agent.api, "steps": list(steps), "after": after},
+        spec: dict[str, Any] = {
+            "script": {"api": agent.api, "steps": list(steps), "after": after, **agent.script},
             "log": str(log),
             "result": str(result),
             "runs": runs,
         }
+        if agent.port:
+            spec["port"] = agent.port
         spec_path = self.root / f"spec-{n}.json"
         spec_path.write_text(json.dumps(spec))
         done = subprocess.run(
@@ -324,6 +326,10 @@ class Agent:
 
     api = ""
     shell_tool = ""
+    script: dict[str, Any] = {}
+    """More fakeapi script keys (``main_tools``: the tools that mark a main request)."""
+    port = 0
+    """A fixed port for the fake API (a CLI whose settings file must name it); 0: any."""
 
     def user_settings(self, ws: Workspace) -> Path:
         raise NotImplementedError
@@ -501,3 +507,7 @@ class Gemini(Agent):
 
 
 AGENTS: dict[str, Agent] = {"claude-code": ClaudeCode(), "codex": Codex(), "gemini": Gemini()}
+
+from .harness_files import FILE_AGENTS  # noqa: E402 - OpenCode and Cline (they build on Agent)
+
+AGENTS.update(FILE_AGENTS)

@@ -40,7 +40,7 @@ _STOP = re.compile(
 )
 _BLOCK = re.compile(r"loopwarden blocked this call")
 _MISS = re.compile(r"loopwarden: there is no tool named")
-_WARN = re.compile(r"WARNING: .*(has been called|has been polled|alternate between)")
+_WARN = re.compile(r"WARNING: .*(has been called|has been polled|alternate between|repeat a cycle)")
 
 
 def classify(text: str) -> str | None:
@@ -119,7 +119,13 @@ def _gemini(body: dict[str, Any], call: str) -> Shown | None:
     return None
 
 
-_READERS = {"claude-code": _anthropic, "codex": _responses, "gemini": _gemini}
+_READERS = {
+    "claude-code": _anthropic,
+    "codex": _responses,
+    "gemini": _gemini,
+    "opencode": _anthropic,
+    "cline": _anthropic,
+}
 
 
 def results(agent: str, main: list[dict[str, Any]]) -> list[Shown | None]:

@@ -27,7 +27,7 @@ import click
 import orjson
 
 from ..errors import ConfigError, LoopwardenError
-from ..hooks import clistate
+from ..hooks import clistate, fileinstall
 from ..hooks._protocol import AGENTS
 from ..hooks.agents import ADAPTERS
 from ..hooks.settings import (
@@ -72,7 +72,9 @@ def _hook_words(command: str) -> list[str]:
     return hook_arguments(command) or []
 
 
-def _cleanup(agent: str, words: list[str], session: str, env: Mapping[str, str]) -> None:
+def _cleanup(
+    agent: str, words: list[str], session: str, env: Mapping[str, str], run: str | None = None
+) -> None:
     """Forget the synthetic session's state (same store the command used)."""
     from ..hooks.context import HookContext
     from ..hooks.options import agent_id_for, parse_args
@@ -83,8 +85,8 @@ def _cleanup(agent: str, words: list[str], session: str, env: Mapping[str, str])
         opts = parse_args(words)
         entry = ctx.guard_for(opts, env, os.getcwd())
         agent_id = agent_id_for(opts, env)
-        entry.guard.run(f"doctor-{session}", session_id=session, agent_id=agent_id).end()
-        entry.guard.run(session, session_id=session, agent_id=agent_id).end()
+        for name in {run or f"doctor-{session}", session}:
+            entry.guard.run(name, session_id=session, agent_id=agent_id).end()
         entry.side.delete_value(session_key(agent, agent_id, session))
     except Exception:
         pass  # leftovers expire with the TTL
@@ -99,6 +101,8 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         report.bad(f"command not found: {exe!r} (reinstall with 'loopwarden install {agent}')")
         return
     session = f"loopwarden-doctor-{uuid.uuid4().hex[:12]}"
+    adapter = ADAPTERS[agent]
+    sample = getattr(adapter, "probe_event", None)  # agents whose events look different
     event: dict[str, Any] = {
         "session_id": session,
         "transcript_path": "",
@@ -107,7 +111,9 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         "tool_name": "loopwarden_doctor",
         "tool_input": {"check": "doctor"},
     }
-    if agent == "claude-code":
+    if sample is not None:
+        event = sample(session)
+    elif agent == "claude-code":
         event.update(prompt_id=f"doctor-{session}", tool_use_id="doctor-1")
     elif agent == "codex":
         event.update(turn_id=f"doctor-{session}", tool_use_id="doctor-1")
@@ -126,7 +132,7 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         report.bad("the hook did not answer within 60 s")
         return
     finally:
-        _cleanup(agent, _hook_words(command), session, env)
+        _cleanup(agent, _hook_words(command), session, env, adapter.run_id(event))
     elapsed = (time.perf_counter() - start) * 1000
     err = done.stderr.decode(errors="replace").strip()
     if done.returncode != 0:
@@ -149,7 +155,68 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
     report.ok(f"test {_pre_event(agent)} event allowed in {elapsed:.0f} ms")
 
 
+def _check_files(agent: str, project: Path, env: Mapping[str, str], report: _Report) -> bool:
+    """OpenCode's plugin file, Cline's hook files: present, ours, and working."""
+    found_any = False
+    for scope in SCOPES:
+        directory = fileinstall.target_dir(agent, scope, env, project)
+        files = fileinstall.find_own(directory)
+        if not files:
+            report.info(f"{scope}: not installed ({directory})")
+            continue
+        found_any = True
+        report.ok(f"{scope}: installed in {directory}: {', '.join(p.name for p in files)}")
+        try:
+            names = {own.path.name for own in fileinstall.wanted(agent, directory, [])}
+        except SettingsError as exc:
+            report.bad(str(exc))
+            names = set()
+        missing = sorted(names - {p.name for p in files})
+        if missing:
+            report.bad(
+                f"{scope}: missing {', '.join(missing)}; run "
+                f"'loopwarden install {agent} --{scope}' again"
+            )
+        for path in files:
+            words = fileinstall.own_command(path)
+            if not words:
+                report.bad(f"{path}: no hook command found in it; install again")
+                continue
+            command = shlex.join(words)
+            report.info(f"command: {command}")
+            _other_installation(agent, command, report)
+            _run_hook(agent, command, report, env)
+            if agent == "opencode":
+                _check_plugin_module(path, report)
+    if found_any and agent == "opencode" and env.get("OPENCODE_PURE", "").lower() in ("1", "true"):
+        report.bad("OPENCODE_PURE is set: OpenCode loads no plugin, loopwarden's included")
+    if found_any:
+        _check_cli(agent, project, env, report)
+    return found_any
+
+
+def _check_plugin_module(path: Path, report: _Report) -> None:
+    """The module the plugin file imports must exist (it moves with the virtualenv)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    for line in text.splitlines():
+        if line.startswith("import { loopwarden } from "):
+            module = line.removeprefix("import { loopwarden } from ").rstrip(";")
+            try:
+                target = Path(orjson.loads(module))
+            except orjson.JSONDecodeError:
+                break
+            if not target.is_file():
+                report.bad(f"{path} imports {target}, which does not exist; install again")
+            return
+    report.bad(f"{path}: it imports no loopwarden module; install again")
+
+
 def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Report) -> bool:
+    if agent in fileinstall.FILE_AGENTS:
+        return _check_files(agent, project, env, report)
     found_any = False
     for scope in SCOPES:
         path = settings_path(agent, scope, env, project)
@@ -318,8 +385,9 @@ def _check_helper(env: Mapping[str, str], report: _Report, before: int | None) -
 @click.command(
     name="doctor",
     help=(
-        "Show which loopwarden hooks are installed for Claude Code, Codex CLI and Gemini "
-        "CLI, run a test event through each, and check the config and the state store."
+        "Show which loopwarden hooks are installed for Claude Code, Codex CLI, Gemini CLI, "
+        "OpenCode and Cline CLI, run a test event through each, and check the config and "
+        "the state store."
     ),
     context_settings=CONTEXT,
 )

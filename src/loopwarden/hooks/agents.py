@@ -15,7 +15,7 @@ every later call of the turn.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -84,6 +84,15 @@ class Adapter:
     )
     timeout: int = 30
     """Hook timeout written by ``install``, in the agent's unit (seconds here)."""
+
+    def event_name(self, event: Mapping[str, Any]) -> str | None:
+        """The event's name, as the answer and the log call it."""
+        name = event.get("hook_event_name")
+        return name if isinstance(name, str) else None
+
+    def session_id(self, event: Mapping[str, Any]) -> str | None:
+        """The session the event belongs to (every guard state is keyed by it)."""
+        return _text(event.get("session_id"))
 
     def kind(self, event: Mapping[str, Any]) -> Kind | None:
         name = event.get("hook_event_name")
@@ -168,6 +177,10 @@ class Adapter:
     def model_note(self, event: Mapping[str, Any], note: str) -> dict[str, Any]:
         """Show ``note`` to the model with its next request (only where a CLI allows it)."""
         return {}
+
+    def compaction_file(self, event: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+        """A file the agent rewrites at each compaction, where no event says so (Cline)."""
+        return None
 
 
 # What Claude Code answers the model for a call it could not make, as the
@@ -333,7 +346,33 @@ class GeminiAdapter(Adapter):
         }
 
 
-_BY_NAME = {cls.name: cls() for cls in (Adapter, CodexAdapter, GeminiAdapter)}
-# Keyed by the one list of agents (hooks._protocol.AGENTS): an agent without an
-# adapter fails at import, an adapter missing from the list is never offered.
-ADAPTERS: Mapping[str, Adapter] = {name: _BY_NAME[name] for name in AGENTS}
+class _Registry(Mapping[str, Adapter]):
+    """The adapters by agent name, in the order of the one list of agents
+    (hooks._protocol.AGENTS). The agents in modules of their own build on
+    :class:`Adapter`, so they are imported at the first lookup: either module may
+    be imported first. An agent without an adapter fails at that lookup."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, Adapter] | None = None
+
+    def _get(self) -> dict[str, Adapter]:
+        if self._table is None:
+            from .agents_cline import ClineAdapter
+            from .agents_opencode import OpenCodeAdapter
+
+            classes = (Adapter, CodexAdapter, GeminiAdapter, OpenCodeAdapter, ClineAdapter)
+            by_name = {cls.name: cls() for cls in classes}
+            self._table = {name: by_name[name] for name in AGENTS}
+        return self._table
+
+    def __getitem__(self, name: str) -> Adapter:
+        return self._get()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+ADAPTERS: Mapping[str, Adapter] = _Registry()

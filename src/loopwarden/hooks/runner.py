@@ -188,6 +188,23 @@ def _act(
     return adapter.allow(kind, name, _join(note, *notes))
 
 
+def _compaction_marker(
+    adapter: Adapter, kind: Kind, event: Mapping[str, Any], env: Mapping[str, str]
+) -> str | None:
+    """The state of the file the agent rewrites at each compaction ("-": none yet), read
+    before the state transaction; None where the agent says so by an event."""
+    if kind not in ("pre", "post", "failure"):
+        return None
+    path = adapter.compaction_file(event, env)
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+
 def _process(
     ctx: HookContext,
     opts: HookOptions,
@@ -199,8 +216,8 @@ def _process(
     kind = adapter.kind(event)
     if kind is None:
         return Answer({})  # an event loopwarden does not act on
-    name = str(event["hook_event_name"])
-    session = _str(event.get("session_id"))
+    name = adapter.event_name(event) or ""
+    session = adapter.session_id(event)
     if session is None:
         logger.warning("loopwarden hook: %s event without session_id; allowed", name)
         return Answer({})
@@ -222,7 +239,8 @@ def _process(
             )
         )
     agent_id = agent_id_for(opts, env)
-    step = step_session(entry.side, adapter, kind, event, session, agent_id)
+    marker = _compaction_marker(adapter, kind, event, env)
+    step = step_session(entry.side, adapter, kind, event, session, agent_id, marker)
     if kind == "end":
         # A failing SessionEnd hook is the one thing `claude -p` prints in text mode.
         return Answer({}, 1, f"{step.report}\n") if step.report else Answer({})
@@ -264,7 +282,7 @@ def _answer(
             type(event).__name__,
         )
         return Reply(0, b"{}", ""), context
-    session = _str(event.get("session_id"))
+    session = ADAPTERS[opts.agent].session_id(event)
     if session:
         context = f"{context} session={session}"
     answer = _process(ctx, opts, env, cwd, event)

@@ -50,7 +50,13 @@ __all__ = [
 
 Scope = Literal["user", "project"]
 SCOPES: tuple[Scope, ...] = ("user", "project")
-AGENT_TITLES = {"claude-code": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
+AGENT_TITLES = {
+    "claude-code": "Claude Code",
+    "codex": "Codex CLI",
+    "gemini": "Gemini CLI",
+    "opencode": "OpenCode",
+    "cline": "Cline CLI",
+}
 JsonObject = dict[str, Any]
 
 

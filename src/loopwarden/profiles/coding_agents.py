@@ -27,6 +27,7 @@ UNKNOWN_TOOL_PATTERNS = tuple(
         r"tool\s+" + _NAME + r"\s+(?:not found|is not available)",
         r"no such tool available[:\s]+" + _NAME,  # Claude Code
         r"unsupported call[:\s]+" + _NAME,  # Codex CLI
+        r"tried to call unavailable tool[:\s]+" + _NAME,  # AI SDK: OpenCode, Cline
         r"^(?:error:\s*)?" + _NAME + r" is not a valid tool",  # LangChain
     )
 )
