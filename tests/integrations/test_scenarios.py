@@ -17,6 +17,7 @@ import pytest
 
 import loopwarden as lw
 from tests.integrations._drivers import DRIVERS, Call, Driver, Script, installed
+from tests.integrations._drivers_smolagents_llamaindex import LLAMAINDEX_DRIVERS, SMOLAGENTS_DRIVERS
 from tests.integrations._shared import (
     BLOCKED,
     SMALL,
@@ -33,7 +34,7 @@ all_frameworks = pytest.mark.parametrize(
             id=d.name,
             marks=pytest.mark.skipif(not installed(d.requires), reason=f"needs {d.requires}"),
         )
-        for d in DRIVERS
+        for d in (*DRIVERS, *SMOLAGENTS_DRIVERS, *LLAMAINDEX_DRIVERS)
     ],
 )
 # ADK's event compaction warns that it is experimental; pytest turns warnings into errors.
