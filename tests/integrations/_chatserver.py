@@ -12,6 +12,8 @@ from a Python function of that body. Standard library only.
 
 ``reply(body)`` returns the assistant message: ``{"content": "text"}`` or
 ``{"tool_calls": [(name, arguments, call_id), ...]}`` (plus ``content`` if wanted).
+A request with ``"stream": true`` is answered with server-sent events, one
+chunk per part of the message, as the OpenAI API streams.
 """
 
 from __future__ import annotations
@@ -59,21 +61,43 @@ class ChatServer:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
+    def _chunks(self, answer: dict[str, Any], body: dict[str, Any]) -> list[dict[str, Any]]:
+        message, finish = _message(answer)
+        head = {"id": answer["id"], "object": "chat.completion.chunk", "created": 0}
+        head["model"] = answer["model"]
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+            return {**head, "choices": [choice]}
+
+        chunks = [chunk({"role": "assistant", "content": message["content"] or ""})]
+        for index, call in enumerate(message.get("tool_calls", [])):
+            chunks.append(chunk({"tool_calls": [{"index": index, **call}]}))
+        chunks.append(chunk({}, finish))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**head, "choices": [], "usage": answer["usage"]})
+        return chunks
+
     def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
             number = next(self._ids)
         try:
-            message, finish = _message(self.reply(body))
+            answer = self.reply(body)
+            message, finish = _message(answer)
         except Exception as exc:  # a broken script: an error the client reports, not a hang
             return 500, {"error": {"message": f"scripted model failed: {exc!r}", "type": "x"}}
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        if body.get("stream"):
+            answer = {**answer, "id": f"chatcmpl-{number}", "model": body.get("model", "x")}
+            return 200, {"stream": self._chunks({**answer, "usage": usage}, body)}
         return 200, {
             "id": f"chatcmpl-{number}",
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            "usage": usage,
         }
 
     def __enter__(self) -> Self:
@@ -92,6 +116,16 @@ class ChatServer:
                     status, data = owner._answer(json.loads(raw))
                 else:
                     status, data = 404, {"error": {"message": f"no route {self.path}"}}
+                if "stream" in data:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    for chunk in data["stream"]:
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.close_connection = True
+                    return
                 payload = json.dumps(data).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -137,16 +137,16 @@ class _Binding:
     # -- installation -------------------------------------------------------------
     @classmethod
     def install(cls, owner: LoopGuardForSmolagents, agent: Any) -> None:
-        installed = getattr(agent.__dict__.get("run"), _MARK, None)
-        if installed is not None:
-            if installed.owner is not owner:
-                raise ValueError("this agent is already protected by another loopwarden guard")
-            return
         if not isinstance(agent, (ToolCallingAgent, CodeAgent)):
             raise TypeError(
                 f"loopwarden guards smolagents' ToolCallingAgent and CodeAgent, not "
                 f"{type(agent).__name__}"
             )
+        installed = getattr(vars(agent).get("run"), _MARK, None)
+        if installed is not None:
+            if installed.owner is not owner:
+                raise ValueError("this agent is already protected by another loopwarden guard")
+            return
         if isinstance(agent, CodeAgent) and not isinstance(
             agent.python_executor, LocalPythonExecutor
         ):
