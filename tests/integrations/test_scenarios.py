@@ -1,4 +1,4 @@
-"""The behaviours every framework integration shares, run over all four frameworks.
+"""The behaviours every framework integration shares, run over every framework.
 
 Each framework runs a real agent with a scripted offline model (``_drivers.py``);
 what is specific to one framework stays in its own ``test_<framework>.py``.
