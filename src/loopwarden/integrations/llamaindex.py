@@ -92,7 +92,7 @@ class LoopGuardForLlamaIndex:
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
-        self.guard = resolve_guard(config_or_guard, owner="LoopGuardForLlamaIndex", **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
         self._runs: RunRegistry[str, _Run] = RunRegistry(on_evict=_end_guards)
         self._watchers: set[asyncio.Task[None]] = set()

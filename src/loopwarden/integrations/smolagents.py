@@ -96,7 +96,7 @@ class LoopGuardForSmolagents:
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
-        self.guard = resolve_guard(config_or_guard, owner="LoopGuardForSmolagents", **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
 
     def protect(self, agent: MultiStepAgent) -> MultiStepAgent:
