@@ -1,4 +1,4 @@
-"""The runtime guard (SPEC section 6): what agent loops and integrations call.
+"""The runtime guard: what agent loops and integrations call.
 
 :class:`LoopGuard` is created once (config, store, event sinks); each agent run
 gets a :class:`RunGuard` from :meth:`LoopGuard.run`. Around every tool call::

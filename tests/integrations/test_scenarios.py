@@ -173,6 +173,24 @@ def test_loop_after_compaction_is_ended(driver: Driver, lw_logs: Any) -> None:
 
 
 @all_frameworks
+def test_loop_after_compaction_is_ended_with_every_rule_on(driver: Driver) -> None:
+    """Detection on (loopwarden's own rules too): the loop that goes on through the
+    framework's compaction still ends with compaction_loop_persisted, not with a stop of
+    another rule that saw the repeats first."""
+    ran: list[str] = []
+    adapter = driver.adapter({"tools": {"loopDetection": {"enabled": True}}})
+
+    result = driver.run(
+        adapter, repeat("poll_status", {"job": "42"}), [poll_tool(ran)], compact=True
+    )
+
+    stop = result.stop
+    assert isinstance(stop, lw.CompactionLoopPersisted), stop
+    assert (stop.code, stop.tool_name) == ("compaction_loop_persisted", "poll_status")
+    assert 3 <= len(ran) < 12
+
+
+@all_frameworks
 def test_concurrent_runs_do_not_share_counts(driver: Driver, events: Events) -> None:
     """Two runs at once on one integration object: 10 identical calls together, 5 each, so
     each run is warned once and nothing is blocked."""

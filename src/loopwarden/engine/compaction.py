@@ -1,4 +1,4 @@
-"""The post-compaction guard (SPEC section 5).
+"""The post-compaction guard (docs/detection.md, "After a context compaction").
 
 After the runner compacts an overflowing context and retries, a model that was
 stuck tends to resume the very same call. The guard opens a short window of
@@ -9,7 +9,7 @@ The guard decides; it does not write its log lines itself on the runtime path.
 :meth:`PostCompactionGuard.open` and :meth:`~PostCompactionGuard.step` return
 the line to log, and the runtime guard writes it once the store has committed
 the change (a store may run a transaction twice). :meth:`~PostCompactionGuard.arm`
-and :meth:`~PostCompactionGuard.observe`, the SPEC 8 entry points for callers
+and :meth:`~PostCompactionGuard.observe`, the engine-level entry points for callers
 that use the guard on its own, write it straight away.
 """
 
@@ -86,7 +86,7 @@ class PostCompactionGuard:
         return self._remaining
 
     def arm(self) -> None:
-        """Open a new window (forgetting any previous one) and log it (SPEC 5)."""
+        """Open a new window (forgetting any previous one) and log it."""
         line = self.open()
         if line is not None:
             write_line(line)

@@ -1,4 +1,4 @@
-"""``ToolCallHistory``: the engine-level rolling history (OpenClaw's model, the SPEC 8 API).
+"""``ToolCallHistory``: the engine-level rolling history, one window for all runs.
 
 One window of ``historySize`` records shared by every run (OpenClaw's model),
 with detection scoped to the run being checked. The runtime guard

@@ -141,7 +141,7 @@ class RunState:
 
     def should_deliver(self, key: str, count: int, every: int) -> bool:
         """Bucketed warning delivery: at ``every``, ``2*every``, ... per key."""
-        bucket = count // every
+        bucket = count // every if every > 0 else count
         if bucket <= self.buckets.get(key, 0):
             return False
         self.buckets.pop(key, None)

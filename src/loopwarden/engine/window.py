@@ -1,7 +1,7 @@
 """The rolling history of one run, with the counts the detectors need kept up to date.
 
 Detection must not cost more as the window grows (``historySize`` may be 1000),
-so every quantity of SPEC section 4 is maintained incrementally as records are
+so every quantity the rolling detectors read is maintained incrementally as records are
 added, completed and evicted; only rare events (an outcome that arrives out of
 order) fall back to a bounded walk. Detectors read these quantities as plain
 attributes, because a method call costs more than the read itself on a path
@@ -39,7 +39,7 @@ RECENT_CALLS = 5
 
 
 class Record:
-    """One call in the history (SPEC section 3); made by :meth:`RunWindow.add`."""
+    """One call in the history (tool, args hash, outcome hash); made by :meth:`RunWindow.add`."""
 
     __slots__ = (
         "args_hash",

@@ -144,9 +144,9 @@ class Detection:
     unknown_tool_name: str | None = None
     stop: bool = False
     """Block the call and end the run."""
-    every: int = 0
-    """Warnings are delivered when the count reaches a multiple of this (0: the config's
-    ``warningThreshold``)."""
+    every: int = 1
+    """Warnings are delivered when the count reaches a multiple of this (1: each time the
+    count grows)."""
     log_message: str | None = None
     """:attr:`message` without quoted tool output, for events and logs (``None``: the same)."""
     tools: tuple[str, ...] = ()

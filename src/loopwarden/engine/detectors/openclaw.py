@@ -159,10 +159,16 @@ class UnknownTool(Detector):
                 name = last.unknown_tool_name
         if name is None:
             return det
-        # Another rule saw the loop first and keeps its name and numbers; the model is told
-        # what the loop really is, a tool that is not there.
+        # Another rule saw the loop first (at its own count); it is still a loop on a tool
+        # that is not there, and is reported as one: code, event and the model's message.
         text = messages.missing_tool(tool, det.count, det.action)
-        return det.relabel(message=text, log_message=text, unknown_tool_name=name)
+        return det.relabel(
+            detector=UNKNOWN_TOOL_REPEAT,
+            message=text,
+            log_message=text,
+            warning_key=f"unknown-tool:{tool}:{name}",
+            unknown_tool_name=name,
+        )
 
     def thresholds(self) -> list[Threshold]:
         unit = "calls in a row of a tool that does not exist"
