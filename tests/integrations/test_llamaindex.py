@@ -155,6 +155,31 @@ async def test_failing_tool_is_warned_then_blocked(counter: Counter, events: Eve
     assert events.actions() == ["warn", "block", "block", "stop"]
 
 
+async def test_the_same_unknown_call_is_caught_by_consecutive_repeat(counter: Counter) -> None:
+    """The docs page: with the default thresholds, the same call of a missing tool is warned
+    at the 5th, blocked at the 6th and 7th, and stopped at the 8th as unknown_tool_repeat."""
+    model = Model(polling(name="no_such_tool"))
+    adapter = LoopGuardForLlamaIndex({"tools": {"loopDetection": {"enabled": True}}})
+    agent = adapter.protect(FunctionAgent(name="poller", tools=[poller(counter)], llm=model.llm))
+    with pytest.raises(lw.CircuitBreakerTripped) as stopped:
+        await agent.run(user_msg="Is job 42 done?", max_iterations=50)
+    assert (stopped.value.code, stopped.value.tool_name, stopped.value.count) == (
+        "unknown_tool_repeat",
+        "no_such_tool",
+        8,
+    )
+    got = model.answers()
+    assert len(got) == 7 and counter.runs == []
+    missing = "Tool no_such_tool not found."
+    assert all(got[f"c{n}"].startswith(missing) for n in range(5))
+    assert [
+        n + 1
+        for n in range(7)
+        if "WARNING: the tool 'no_such_tool' is not available" in got[f"c{n}"]
+    ] == [5]
+    assert [n + 1 for n in range(7) if got[f"c{n}"].startswith(BLOCKED)] == [6, 7]
+
+
 # A second run on a Context serialises its state; LlamaIndex warns about its own memory.
 @pytest.mark.filterwarnings("ignore:Skipping serialization of known unserializable key")
 async def test_each_run_starts_afresh_also_on_one_context(counter: Counter, events: Events) -> None:

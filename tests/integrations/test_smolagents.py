@@ -200,6 +200,37 @@ def test_failing_tool_is_warned_then_blocked(counter: Counter, events: Events) -
     assert events.actions() == ["warn", "block", "block", "stop"]
 
 
+def test_the_same_unknown_call_is_caught_by_consecutive_repeat(counter: Counter) -> None:
+    """The docs page: with the default thresholds, the same call of a missing tool is warned
+    at the 5th (in the step's observation), blocked at the 6th and 7th, and stopped at the
+    8th as unknown_tool_repeat."""
+    adapter = LoopGuardForSmolagents({"tools": {"loopDetection": {"enabled": True}}})
+    reply = calling(("no_such_tool", {"job": "42"}))
+    with model_for(reply) as (model, server), pytest.raises(lw.CircuitBreakerTripped) as stopped:
+        adapter.protect(tool_agent(model, [PollStatus(counter)])).run("go")
+    assert (stopped.value.code, stopped.value.tool_name, stopped.value.count) == (
+        "unknown_tool_repeat",
+        "no_such_tool",
+        8,
+    )
+    got = sent(server)
+    assert len(got) == 7 and counter.runs == []
+    # smolagents sends consecutive failed steps as one user message: read the newest part.
+    newest = [
+        text[text.rindex("Observation:\n") :] if "Observation:\n" in text else text for text in got
+    ]
+    warned = [
+        n + 1
+        for n, text in enumerate(newest)
+        if "the tool 'no_such_tool' is not available" in text and BLOCKED not in text
+    ]
+    assert warned == [5]
+    assert "Unknown tool no_such_tool" in got[4]
+    assert [
+        n + 1 for n, text in enumerate(newest) if text.startswith("Observation:\n" + BLOCKED)
+    ] == [6, 7]
+
+
 def test_each_run_starts_afresh(counter: Counter, events: Events) -> None:
     """A second ``run`` of the same agent (``reset=False`` keeps its memory) has its own counts."""
     adapter = LoopGuardForSmolagents(SMALL, on_event=events)
