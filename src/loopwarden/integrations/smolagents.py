@@ -42,6 +42,7 @@ with its own history. The agent's ``name`` is its agent id.
 
 from __future__ import annotations
 
+import inspect
 import re
 import threading
 import uuid
@@ -70,6 +71,12 @@ _NO_FUNCTION = re.compile(
     r"Forbidden function evaluation: '([^']+)' is not among the explicitly allowed tools"
 )
 _MARK = "_loopwarden_binding"
+_STEP_SIGNATURE = inspect.Signature(
+    [
+        inspect.Parameter("memory_step", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("agent", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+    ]
+)
 
 
 class ToolCallBlocked(LoopwardenError):
@@ -163,7 +170,7 @@ class _Binding:
         else:
             executor = agent.python_executor
             executor.send_tools = binding._wrap_send_tools(executor.send_tools)
-        agent.step_callbacks.register(ActionStep, binding.after_step)
+        agent.step_callbacks.register(ActionStep, _step_callback(binding))
         agent.run = run
 
     def _wrap_run(self, run: Callable[..., Any]) -> Callable[..., Any]:
@@ -363,6 +370,20 @@ class _Binding:
         # callback removed some.
         if seen is not None and count < seen + 1:
             run.on_compaction()
+
+
+def _step_callback(binding: _Binding) -> Callable[..., None]:
+    """``binding.after_step`` as smolagents calls it, with its signature attached.
+
+    smolagents reads every callback's signature on every step (to pass ``agent=``
+    or not); a ready ``__signature__`` spares it working one out for a method.
+    """
+
+    def after_step(memory_step: ActionStep, agent: Any = None) -> None:
+        binding.after_step(memory_step, agent)
+
+    after_step.__signature__ = _STEP_SIGNATURE  # type: ignore[attr-defined]
+    return after_step
 
 
 def _unknown(name: str) -> Callable[[BaseException], ToolOutcome]:
