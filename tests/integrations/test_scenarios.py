@@ -18,6 +18,7 @@ import pytest
 import loopwarden as lw
 from tests.integrations._drivers import DRIVERS, Call, Driver, Script
 from tests.integrations._drivers_more import AG2, AG2OpenAI, CrewAI
+from tests.integrations._drivers_smolagents_llamaindex import LLAMAINDEX_DRIVERS, SMOLAGENTS_DRIVERS
 from tests.integrations._shared import (
     BLOCKED,
     SMALL,
@@ -39,7 +40,7 @@ all_frameworks = pytest.mark.parametrize(
                 *(pytest.mark.filterwarnings(w) for w in d.warnings_ignored),
             ],
         )
-        for d in DRIVERS
+        for d in (*DRIVERS, *SMOLAGENTS_DRIVERS, *LLAMAINDEX_DRIVERS)
     ],
 )
 # ADK's event compaction warns that it is experimental; pytest turns warnings into errors.
