@@ -139,3 +139,68 @@ def test_tasks_record_every_call(
     assert sum(counts) == WORKERS * CALLS, f"{WORKERS * CALLS - sum(counts)} calls lost"
     assert counts == [CALLS] * WORKERS
     assert not unavailable(warnings_seen)
+
+
+OUTAGE_APP = r"""
+import logging, sys, time
+import loopwarden as lw
+from loopwarden.errors import StoreError
+
+logging.basicConfig(level=logging.WARNING)  # what many applications do
+guard = lw.LoopGuard(store=sys.argv[1])
+run = guard.run("outage")
+for n in range(40):
+    run.before_call("read_file", {"n": n}, call_id=f"c{n}")
+    run.after_call("read_file", {"n": n}, call_id=f"c{n}", result="x")
+run.end()
+print("down", flush=True)
+sys.stdin.readline()  # the server is up now
+deadline = time.monotonic() + 60
+while True:  # the store probes again after its back-off
+    try:
+        run.snapshot()
+        break
+    except StoreError:
+        assert time.monotonic() < deadline, "Redis never came back"
+        time.sleep(0.05)
+run.before_call("read_file", {"n": 99}, call_id="c99")
+print("up", flush=True)
+"""
+
+
+def test_an_outage_logs_one_warning_not_one_record_per_call(tmp_path: Any) -> None:
+    """An app with ``logging.basicConfig(level=WARNING)`` and Redis down for 40 calls (and a
+    run end): one warning for the outage, one when Redis is back, and no other record."""
+    import subprocess
+    import sys
+
+    from tests.stores.redis._servers import Server, free_port, require_redis
+
+    require_redis()
+    server = Server(tmp_path / "redis", port=free_port())
+    script = tmp_path / "app.py"
+    script.write_text(OUTAGE_APP)
+    log = tmp_path / "stderr.txt"
+    with log.open("wb") as err:
+        app = subprocess.Popen(
+            [sys.executable, str(script), f"{server.url}?prefix=outage:"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+    try:
+        assert app.stdout is not None and app.stdin is not None
+        assert app.stdout.readline() == b"down\n", log.read_text()
+        server.start()
+        app.stdin.write(b"go\n")
+        app.stdin.flush()
+        assert app.stdout.readline() == b"up\n", log.read_text()
+        assert app.wait(60) == 0
+    finally:
+        if app.poll() is None:
+            app.kill()
+        server.stop()
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("WARNING:loopwarden:") and "unavailable" in lines[0]
+    assert lines[1].startswith("WARNING:loopwarden:") and "reachable again" in lines[1]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import threading
 import time
@@ -54,22 +53,10 @@ _LOCK_STRIPES = 64
 
 
 class _Unavailable(StoreError):
-    """A failure of an outage the store has already reported once."""
+    """A failure of an outage the store has already reported once (logged at DEBUG by
+    whoever logs it again: see ``loopwarden._logging``)."""
 
     reported = True
-
-
-class _QuietRepeats(logging.Filter):
-    """Per-call errors of an outage already reported: DEBUG, not one ERROR per tool call."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        info = record.exc_info
-        if info and isinstance(info[1], _Unavailable):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return True
-
-
-logger.addFilter(_QuietRepeats())
 
 
 class _AsyncClient:
