@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from typing import Any
 
 from loopwarden import LoopGuard, load_config
 from loopwarden.engine.detectors.loopwarden import ConsecutiveRepeatSettings
+from loopwarden.stores.sqlite import SQLiteStore, default_state_path
 
 from . import views
 
@@ -153,6 +155,10 @@ class Outcome:
         """Everything the model received, as one string (for 'never shown' checks)."""
         return "\n".join(json.dumps(r["body"]) for r in self.requests)
 
+    def hook_events(self) -> list[tuple[str, str]]:
+        """(action, detector) of each loop event in the hook log, in order."""
+        return hook_events(self.hook_log)
+
 
 @dataclass
 class Workspace:
@@ -213,9 +219,7 @@ class Workspace:
 
     def thresholds(self) -> Thresholds:
         """The thresholds of the config the hook uses in this HOME."""
-        path = self.home / ".config" / "loopwarden" / "config.json"
-        source: Any = path if path.exists() else hook_default_config()
-        cfg = LoopGuard(load_config(source)).config_for(self.agent)
+        cfg = LoopGuard(load_config(self.config_source())).config_for(self.agent)
         warning = cfg.warning_threshold
         critical = cfg.critical_threshold
         breaker = cfg.global_circuit_breaker_threshold
@@ -233,6 +237,26 @@ class Workspace:
             cfg.unknown_tool_threshold,
             cfg.post_compaction_guard.window_size,
         )
+
+    def config_source(self) -> Any:
+        """The config the hook uses in this HOME (its file, or the hook's default)."""
+        path = self.home / ".config" / "loopwarden" / "config.json"
+        return path if path.exists() else hook_default_config()
+
+    def stored_stops(self) -> list[str]:
+        """The ``stopped.code`` of every run the hook stored as stopped, read straight from
+        its SQLite file (the default state location in this HOME)."""
+        db = default_state_path({"HOME": str(self.home)})
+        if not db.exists():
+            return []
+        cfg = LoopGuard(load_config(self.config_source())).config_for(self.agent)
+        store = SQLiteStore(db)
+        try:
+            keys = store.keys()  # a store's runs, not a dict's keys
+            states = [store.load(key, cfg) for key in keys]
+        finally:
+            store.close()
+        return [s.stopped.code for s in states if s is not None and s.stopped is not None]
 
     # -- scripted steps -------------------------------------------------------------
     def poll(self, repeat: int = 1, **extra: Any) -> dict[str, Any]:
@@ -310,6 +334,14 @@ class Workspace:
             _lines(user_log),
             log_file.read_text() if log_file.exists() else "",
         )
+
+
+_EVENT = re.compile(r"loopwarden (\w+): tool=\S+ detector=(\S+)")
+
+
+def hook_events(log: str) -> list[tuple[str, str]]:
+    """(action, detector) of each loop event in hook log text, in order."""
+    return _EVENT.findall(log)
 
 
 def _lines(path: Path) -> int:
