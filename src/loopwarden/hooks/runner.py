@@ -254,6 +254,15 @@ def _answer(
     try:
         event = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
+        if len(payload) > LENIENT_MAX:
+            logger.warning(
+                "loopwarden hook: the event (%d bytes) is not JSON the fast parser takes (%s), "
+                "and larger than %d bytes is not read again; allowed",
+                len(payload),
+                exc,
+                LENIENT_MAX,
+            )
+            return Reply(0, b"{}", ""), context
         event = _lenient(payload)
         if event is None:
             logger.warning("loopwarden hook: the event on stdin is not JSON (%s); allowed", exc)
@@ -275,7 +284,15 @@ def _answer(
 # past 1024. Such an event is still counted: subtrees nested deeper than this are
 # replaced by the digest of their text, numbers Python cannot hold become Decimals.
 _LENIENT_DEPTH = 200
-_TOKENS = rb'"(?:[^"\\]|\\.)*"|[\[\]{}]'  # compiled when needed (rarely): hook start-up
+# Larger events that orjson refuses are allowed (and logged), not read again: the
+# re-read holds the interpreter for a few milliseconds per megabyte.
+LENIENT_MAX = 4 * 1024 * 1024
+# A string, a bracket, or a quote that starts no complete string (the text ends inside
+# it: not JSON). Possessive, and the scan stops at that quote: one pass over the text,
+# whatever it holds. (A plain `"(?:[^"\\]|\\.)*"` retried every quote of an unterminated
+# run of escapes to its end: quadratic, seconds of held GIL for a 48 KB event.)
+# Compiled when needed (rarely): hook start-up.
+_TOKENS = rb'"(?:[^"\\]++|\\[\s\S])*+"|[\[\]{}]|"'
 
 
 def _number(kind: type[int | float]) -> Any:
@@ -302,6 +319,8 @@ def _lenient(payload: bytes) -> Any:
     start = done = 0
     for match in re.finditer(_TOKENS, payload):
         token = match[0]
+        if token == b'"':
+            return None  # an unterminated string
         if token in (b"[", b"{"):
             depth += 1
             if depth == _LENIENT_DEPTH + 1:
