@@ -1,6 +1,7 @@
 """Hooks that must not stall the machine: blocking transcripts, replaced state, helper storms.
 
-Issue 11, defects 1, 17, 18 and 19. Every hook runs as the real console
+Issue 11, defects 1, 17, 18 and 19; issue 24, items 3 (a frozen helper) and 4 (a
+write-locked state file). Every hook runs as the real console
 script; "blocked" is read from the kernel (the thread waits for the other end
 of a FIFO), never guessed from elapsed time.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sqlite3
 import subprocess
 import tempfile
@@ -24,6 +26,7 @@ from tests.adversarial._procs import (
     blocked_on_fifo,
     kill_group,
     processes_mentioning,
+    run_bounded,
     settled,
 )
 from tests.adversarial.conftest import (
@@ -305,3 +308,31 @@ def is_helper(pid: int) -> bool:
         return b"--socket" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+# -- issue 24 item 3: a frozen helper ---------------------------------------------------
+def test_frozen_helper_is_passed_over_and_calls_are_counted(hook_env: dict[str, str]) -> None:
+    """With the helper stopped (SIGSTOP), hooks do not wait out the socket timeout and
+    allow uncounted: they handle their events in process, so the loop is still blocked."""
+    write_config(hook_env, SMALL)
+    pair(hook_env, 0, session="warmup", daemon=True)
+    pid = helper_pid(hook_env)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        first = hook(
+            hook_env, "claude-code", claude_event("PreToolUse", 1, session="frozen"), daemon=True
+        )
+        assert "hook helper failed" not in first.stderr, first.stderr
+        post = claude_event(
+            "PostToolUse", 1, session="frozen", tool_response={"stdout": "pending", "stderr": ""}
+        )
+        hook(hook_env, "claude-code", post, daemon=True)
+        assert not pair(hook_env, 2, session="frozen", daemon=True)
+        assert not pair(hook_env, 3, session="frozen", daemon=True)
+        assert pair(hook_env, 4, session="frozen", daemon=True), "the frozen loop was not counted"
+        stopped = run_bounded([LOOPWARDEN, "hook", "--stop-daemon"], env=hook_env, timeout=60)
+        assert stopped.code == 0 and "stopped" in stopped.out, stopped.out
+        wait_until(lambda: not Path(f"/proc/{pid}").exists() or b"zombie" in _status(pid))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)

@@ -297,11 +297,18 @@ def _check_store(
 
 
 def _check_helper(env: Mapping[str, str], report: _Report) -> None:
-    from ..hooks._protocol import socket_path
-    from ..hooks.daemon import ping
+    from ..hooks._protocol import HELLO_TIMEOUT, socket_path
+    from ..hooks.daemon import ping, silent_helper
 
     pid = ping(env)
-    if pid is None:
+    silent = silent_helper(env) if pid is None else None
+    if silent is not None:
+        report.bad(
+            f"hook helper: pid {silent} listens but does not answer (stopped, or stuck); each "
+            f"hook call waits {HELLO_TIMEOUT:g} s for it, then handles its event itself. "
+            "End it with 'loopwarden hook --stop-daemon'"
+        )
+    elif pid is None:
         report.info("hook helper: not running (the next hook call starts it)")
     else:
         report.ok(f"hook helper: running, pid {pid}, socket {socket_path(env)}")
