@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -39,6 +40,7 @@ from tests.adversarial.conftest import (
     stop_helpers,
     write_config,
 )
+from tests.hooks import payloads
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -336,3 +338,41 @@ def test_frozen_helper_is_passed_over_and_calls_are_counted(hook_env: dict[str, 
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
+
+
+# -- issue 24 item 4: a write-locked state file ----------------------------------------------
+LOCK_WAIT = "held a write lock for more than"
+
+
+@contextlib.contextmanager
+def write_locked(db: Path) -> Iterator[None]:
+    """Another process's write transaction on ``db``, held until the block ends."""
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("event", ["batch", "pre", "pre-closed"])
+def test_locked_state_costs_one_wait_per_hook_call(hook_env: dict[str, str], event: str) -> None:
+    """With the state file write-locked by another process, a PostToolBatch of six calls
+    and a PreToolUse each wait for the lock once (one timeout reported), then answer
+    as for any store failure: the calls are allowed (denied with failMode closed)."""
+    db = state_dir(hook_env) / "state.db"
+    settings: dict[str, str] = {"store": f"sqlite://{db}?busy_timeout=1"}
+    if event == "pre-closed":
+        settings["failMode"] = "closed"
+    write_config(hook_env, {**SMALL, "loopwarden": settings})
+    pair(hook_env, 0, session="locked", daemon=False)  # creates the file and its schema
+    if event == "batch":
+        payload = payloads.claude_batch([(n, "Bash", "pending") for n in range(1, 7)])
+    else:
+        payload = claude_event("PreToolUse", 1, session="locked")
+    with write_locked(db):
+        answer = hook(hook_env, "claude-code", payload)
+    assert answer.code == 0
+    assert answer.denied is (event == "pre-closed"), answer.json
+    log = (state_dir(hook_env) / "hook.log").read_text()
+    assert log.count(LOCK_WAIT) == 1, log

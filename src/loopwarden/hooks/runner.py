@@ -30,6 +30,7 @@ from .._logging import logger
 from ..engine.detect import UNKNOWN_TOOL_REPEAT
 from ..errors import ConfigError, LoopAbort
 from ..guard import Decision, RunGuard
+from . import onewait
 from .agents import ADAPTERS, Adapter, BatchEntry, Kind
 from .context import HookContext, HookEntry
 from .hooklog import start_capture, write_log
@@ -125,6 +126,8 @@ def _replay_unknown(run: RunGuard, calls: list[UnknownCall]) -> list[str]:
     """
     note: str | None = None
     for call in calls:
+        if onewait.spent():
+            break  # the store failed for this event: the rest would only fail too
         decision = run.before_call(call.tool, call.params, call.call_id)
         if decision.blocked:
             note = _miss_note(call.tool, decision)
@@ -141,6 +144,8 @@ def _record(run: RunGuard, entries: Iterable[BatchEntry], with_ids: bool) -> lis
     """
     notes: list[str] = []
     for entry in entries:
+        if onewait.spent():
+            break  # the store failed for this event: one wait, not one per call
         call = entry.call
         if entry.missing:
             miss = UnknownCall(call.tool, call.params, call.call_id, str(entry.outcome["error"]))
@@ -223,6 +228,11 @@ def _process(
         )
     agent_id = agent_id_for(opts, env)
     step = step_session(entry.side, adapter, kind, event, session, agent_id)
+    if onewait.spent() and kind != "pre":
+        # The store already failed (and waited) once for this event: no second wait.
+        # A PreToolUse still asks the guard, which answers at once, allowing the call
+        # or, with failMode closed, denying it.
+        return Answer({})
     if kind == "end":
         # A failing SessionEnd hook is the one thing `claude -p` prints in text mode.
         return Answer({}, 1, f"{step.report}\n") if step.report else Answer({})
@@ -353,6 +363,7 @@ def handle(
     are for the model) are also summed up on stderr, which agents show the user.
     """
     capture = start_capture()
+    onewait.begin()
     context = "hook"
     try:
         reply, context = _answer(ctx, argv, env, cwd, payload)
