@@ -34,6 +34,7 @@ from tests.adversarial.conftest import (
     SMALL,
     claude_event,
     codex_event,
+    gemini_event,
     hook,
     short_dir,
     state_dir,
@@ -376,3 +377,31 @@ def test_locked_state_costs_one_wait_per_hook_call(hook_env: dict[str, str], eve
     assert answer.denied is (event == "pre-closed"), answer.json
     log = (state_dir(hook_env) / "hook.log").read_text()
     assert log.count(LOCK_WAIT) == 1, log
+
+
+# -- issue 24 item 5: Gemini results larger than a transcript read -------------------------
+@pytest.mark.parametrize("size", [10 * 1024, 600 * 1024, 3 * 1024 * 1024])
+def test_gemini_loop_with_large_results_is_refused(
+    hook_env: dict[str, str], tmp_path: Path, size: int
+) -> None:
+    """A Gemini loop whose identical result is large (each call appends twice its size to
+    the transcript, beyond one read of it) is refused like one with a small result."""
+    write_config(hook_env, SMALL)
+    path = tmp_path / "session-2026-12-01T10-00-abc.jsonl"
+    path.write_bytes(b'{"sessionId": "sess-gemini", "startTime": "t"}\n')
+    output = "pending " + "x" * size
+    event = {"transcript_path": str(path), "tool_input": {"command": "poll"}}
+    hook(hook_env, "gemini", gemini_event("BeforeAgent", **event), daemon=True)
+    model = gemini_event("BeforeModel", llm_request={"messages": []}, **event)
+    hook(hook_env, "gemini", model, daemon=True)
+    denied_at = None
+    for n in range(1, 13):
+        if hook(hook_env, "gemini", gemini_event("BeforeTool", **event), daemon=True).denied:
+            denied_at = n
+            break
+        records = payloads.gemini_transcript_calls([(f"call_{n}", "run_shell_command", None)])
+        text = b"".join(orjson.dumps(r) + b"\n" for r in records)
+        with path.open("ab") as fh:
+            fh.write(text.replace(b'"pending"', orjson.dumps(output)))
+        hook(hook_env, "gemini", model, daemon=True)
+    assert denied_at is not None, f"a loop with {size}-byte results was never refused"
