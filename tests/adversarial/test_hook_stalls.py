@@ -380,28 +380,51 @@ def test_locked_state_costs_one_wait_per_hook_call(hook_env: dict[str, str], eve
 
 
 # -- issue 24 item 5: Gemini results larger than a transcript read -------------------------
-@pytest.mark.parametrize("size", [10 * 1024, 600 * 1024, 3 * 1024 * 1024])
+def gemini_loop_refused_at(
+    env: dict[str, str], path: Path, session: str, result_size: int, per_request: int
+) -> int | None:
+    """Repeat one Gemini shell call with an identical result of ``result_size`` bytes,
+    ``per_request`` calls between model requests; the call refused first (None: none)."""
+    path.write_bytes(b'{"sessionId": "%s", "startTime": "t"}\n' % session.encode())
+    output = orjson.dumps("pending " + "x" * result_size)
+    event = {"transcript_path": str(path), "tool_input": {"command": "poll"}, "session": session}
+    hook(env, "gemini", gemini_event("BeforeAgent", **event))
+    model = gemini_event("BeforeModel", llm_request={"messages": []}, **event)
+    hook(env, "gemini", model)
+    for n in range(1, 13):
+        if hook(env, "gemini", gemini_event("BeforeTool", **event)).denied:
+            return n
+        records = payloads.gemini_transcript_calls([(f"call_{n}", "run_shell_command", None)])
+        with path.open("ab") as fh:
+            for record in records:
+                fh.write(orjson.dumps(record).replace(b'"pending"', output) + b"\n")
+        if n % per_request == 0:
+            hook(env, "gemini", model)
+    return None
+
+
+def test_gemini_result_cut_by_a_read_is_read_whole(
+    hook_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Two calls with 9 MiB results between model requests append 36 MiB, more than one
+    read of 32 MiB: the record cut by the read's start is read whole, so every outcome
+    is recorded and the loop is refused at the same call as one with small results."""
+    write_config(hook_env, SMALL)
+    small = gemini_loop_refused_at(hook_env, tmp_path / "a.jsonl", "small", 1024, 2)
+    large = gemini_loop_refused_at(hook_env, tmp_path / "b.jsonl", "large", 9 * 1024 * 1024, 2)
+    assert small is not None
+    assert large == small, f"refused at call {large}, with small results at call {small}"
+
+
+@pytest.mark.parametrize("size", [600 * 1024, 3 * 1024 * 1024])
 def test_gemini_loop_with_large_results_is_refused(
     hook_env: dict[str, str], tmp_path: Path, size: int
 ) -> None:
     """A Gemini loop whose identical result is large (each call appends twice its size to
-    the transcript, beyond one read of it) is refused like one with a small result."""
+    the transcript: beyond the 1 MiB one read took before) is refused at the same call
+    as one with small results."""
     write_config(hook_env, SMALL)
-    path = tmp_path / "session-2026-12-01T10-00-abc.jsonl"
-    path.write_bytes(b'{"sessionId": "sess-gemini", "startTime": "t"}\n')
-    output = "pending " + "x" * size
-    event = {"transcript_path": str(path), "tool_input": {"command": "poll"}}
-    hook(hook_env, "gemini", gemini_event("BeforeAgent", **event), daemon=True)
-    model = gemini_event("BeforeModel", llm_request={"messages": []}, **event)
-    hook(hook_env, "gemini", model, daemon=True)
-    denied_at = None
-    for n in range(1, 13):
-        if hook(hook_env, "gemini", gemini_event("BeforeTool", **event), daemon=True).denied:
-            denied_at = n
-            break
-        records = payloads.gemini_transcript_calls([(f"call_{n}", "run_shell_command", None)])
-        text = b"".join(orjson.dumps(r) + b"\n" for r in records)
-        with path.open("ab") as fh:
-            fh.write(text.replace(b'"pending"', orjson.dumps(output)))
-        hook(hook_env, "gemini", model, daemon=True)
-    assert denied_at is not None, f"a loop with {size}-byte results was never refused"
+    small = gemini_loop_refused_at(hook_env, tmp_path / "a.jsonl", "small", 10 * 1024, 1)
+    large = gemini_loop_refused_at(hook_env, tmp_path / "b.jsonl", "large", size, 1)
+    assert small is not None
+    assert large == small, f"refused at call {large}, with small results at call {small}"

@@ -190,6 +190,8 @@ class Window(NamedTuple):
 
     start: int
     """File offset where reading began (the rest of a line cut there was skipped)."""
+    aimed: int
+    """Where reading was to begin, before it was moved back to the start of its line."""
     lines: tuple[Line, ...]
     """The lines that matter, in file order."""
     end: int
@@ -232,10 +234,12 @@ def read_window(path: str, offset: int | None, fmt: Literal["codex", "gemini"]) 
             )
             return None
         size = st.st_size
-        start = _window_start(offset, size)
+        start = aimed = _window_start(offset, size)
+        if start > 0 and start != offset:  # jumped, maybe into the middle of a line
+            start = _line_start(fd, start)
         pieces: list[bytes] = []  # of the line being read
         held = 0
-        skipping = start > 0 and start != offset  # jumped into the middle of a line
+        skipping = start > 0 and start != offset and os.pread(fd, 1, start - 1) != b"\n"
         line_start = done = start
         pos = start
         while pos < size:
@@ -273,7 +277,23 @@ def read_window(path: str, offset: int | None, fmt: Literal["codex", "gemini"]) 
         return None
     finally:
         os.close(fd)
-    return Window(start, tuple(lines), done, size)
+    return Window(start, aimed, tuple(lines), done, size)
+
+
+def _line_start(fd: int, pos: int) -> int:
+    """The start of the line that ``pos`` falls in, looked for at most :data:`MAX_LINE`
+    bytes back (``pos`` itself when it is not found there)."""
+    end = pos
+    while pos - end < MAX_LINE and end > 0:
+        begin = max(0, end - _CHUNK, pos - MAX_LINE)
+        chunk = os.pread(fd, end - begin, begin)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return begin + newline + 1
+        if begin == 0:
+            return 0
+        end = begin
+    return pos
 
 
 def _take(window: Window, cursor: Cursor) -> list[Record]:
@@ -282,7 +302,8 @@ def _take(window: Window, cursor: Cursor) -> list[Record]:
     The window was read with the offset seen before the transaction; another hook of
     the session may have read on since: only what is still new is taken.
     """
-    start = max(_window_start(cursor.offset, window.size), window.start)
+    start = _window_start(cursor.offset, window.size)
+    start = window.start if start == window.aimed else max(start, window.start)
     if window.end <= start:  # no complete line yet; keep the offset
         cursor.offset = start
         return []
