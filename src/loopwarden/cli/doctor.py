@@ -367,10 +367,18 @@ def _check_store(
 def _check_helper(env: Mapping[str, str], report: _Report, before: int | None) -> None:
     """The hook helper, and whether the test events above started it (``before``: its pid
     before them)."""
-    from ..hooks._protocol import socket_path
-    from ..hooks.daemon import idle_text, wait_for_start
+    from ..hooks._protocol import HELLO_TIMEOUT, socket_path
+    from ..hooks.daemon import idle_text, silent_helper, wait_for_start
 
     pid = wait_for_start(env)  # a test event above may have just started one
+    silent = silent_helper(env) if pid is None else None
+    if silent is not None:
+        report.bad(
+            f"hook helper: pid {silent} listens but does not answer (stopped, or stuck); each "
+            f"hook call waits {HELLO_TIMEOUT:g} s for it, then handles its event itself. "
+            "End it with 'loopwarden hook --stop-daemon'"
+        )
+        return
     if pid is None:
         report.info("hook helper: not running (the next hook call starts it)")
         return

@@ -30,6 +30,7 @@ from .._logging import logger
 from ..engine.detectors import UNKNOWN_TOOL_REPEAT
 from ..errors import ConfigError, LoopAbort
 from ..guard import Decision, RunGuard
+from . import onewait
 from .agents import ADAPTERS, Adapter, BatchEntry, Kind
 from .context import HookContext, HookEntry
 from .hooklog import start_capture, write_log
@@ -125,6 +126,8 @@ def _replay_unknown(run: RunGuard, calls: list[UnknownCall]) -> list[str]:
     """
     note: str | None = None
     for call in calls:
+        if onewait.spent():
+            break  # the store failed for this event: the rest would only fail too
         decision = run.before_call(call.tool, call.params, call.call_id)
         if decision.blocked:
             note = _miss_note(call.tool, decision)
@@ -141,6 +144,8 @@ def _record(run: RunGuard, entries: Iterable[BatchEntry], with_ids: bool) -> lis
     """
     notes: list[str] = []
     for entry in entries:
+        if onewait.spent():
+            break  # the store failed for this event: one wait, not one per call
         call = entry.call
         if entry.missing:
             miss = UnknownCall(call.tool, call.params, call.call_id, str(entry.outcome["error"]))
@@ -241,6 +246,11 @@ def _process(
     agent_id = agent_id_for(opts, env)
     marker = _compaction_marker(adapter, kind, event, env)
     step = step_session(entry.side, adapter, kind, event, session, agent_id, marker)
+    if onewait.spent() and kind != "pre":
+        # The store already failed (and waited) once for this event: no second wait.
+        # A PreToolUse still asks the guard, which answers at once, allowing the call
+        # or, with failMode closed, denying it.
+        return Answer({})
     if kind == "end":
         # A failing SessionEnd hook is the one thing `claude -p` prints in text mode.
         return Answer({}, 1, f"{step.report}\n") if step.report else Answer({})
@@ -272,6 +282,15 @@ def _answer(
     try:
         event = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
+        if len(payload) > LENIENT_MAX:
+            logger.warning(
+                "loopwarden hook: the event (%d bytes) is not JSON the fast parser takes (%s), "
+                "and larger than %d bytes is not read again; allowed",
+                len(payload),
+                exc,
+                LENIENT_MAX,
+            )
+            return Reply(0, b"{}", ""), context
         event = _lenient(payload)
         if event is None:
             logger.warning("loopwarden hook: the event on stdin is not JSON (%s); allowed", exc)
@@ -293,7 +312,15 @@ def _answer(
 # past 1024. Such an event is still counted: subtrees nested deeper than this are
 # replaced by the digest of their text, numbers Python cannot hold become Decimals.
 _LENIENT_DEPTH = 200
-_TOKENS = rb'"(?:[^"\\]|\\.)*"|[\[\]{}]'  # compiled when needed (rarely): hook start-up
+# Larger events that orjson refuses are allowed (and logged), not read again: the
+# re-read holds the interpreter for a few milliseconds per megabyte.
+LENIENT_MAX = 4 * 1024 * 1024
+# A string, a bracket, or a quote that starts no complete string (the text ends inside
+# it: not JSON). Possessive, and the scan stops at that quote: one pass over the text,
+# whatever it holds. (A plain `"(?:[^"\\]|\\.)*"` retried every quote of an unterminated
+# run of escapes to its end: quadratic, seconds of held GIL for a 48 KB event.)
+# Compiled when needed (rarely): hook start-up.
+_TOKENS = rb'"(?:[^"\\]++|\\[\s\S])*+"|[\[\]{}]|"'
 
 
 def _number(kind: type[int | float]) -> Any:
@@ -320,6 +347,8 @@ def _lenient(payload: bytes) -> Any:
     start = done = 0
     for match in re.finditer(_TOKENS, payload):
         token = match[0]
+        if token == b'"':
+            return None  # an unterminated string
         if token in (b"[", b"{"):
             depth += 1
             if depth == _LENIENT_DEPTH + 1:
@@ -352,6 +381,7 @@ def handle(
     are for the model) are also summed up on stderr, which agents show the user.
     """
     capture = start_capture()
+    onewait.begin()
     context = "hook"
     try:
         reply, context = _answer(ctx, argv, env, cwd, payload)

@@ -107,10 +107,10 @@ def step_session(
     scan_now = fmt is not None and transcript is not None and kind in _SCAN_KINDS[fmt]
     key = session_key(adapter.name, agent_id, session)
     window: Window | None = None
-    if scan_now and transcript is not None:
+    if scan_now and fmt is not None and transcript is not None:
         # Never inside the transaction: a slow or blocking file would hold the store's
         # write lock for every session on the machine.
-        window = read_window(transcript, _offset(side, key, transcript))
+        window = read_window(transcript, _offset(side, key, transcript), fmt)
 
     def step(old: bytes | None) -> tuple[bytes, SessionStep]:
         data = _load(old)
