@@ -15,7 +15,7 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 // Must match hooks/_protocol.py (tests/hooks/test_opencode.py checks it).
-export const PROTOCOL = "LWH2";
+export const PROTOCOL = "LWH3";
 export const ENV_KEYS = [
   "HOME",
   "LOOPWARDEN_AGENT_ID",
@@ -26,6 +26,10 @@ export const ENV_KEYS = [
   "XDG_DATA_HOME",
 ];
 const SOCKET_TIMEOUT_MS = 20000; // as the hook command: above the store's busy timeout
+// The helper greets every connection before it reads (hooks/_protocol.py HELLO): a frozen
+// helper is passed over after HELLO_TIMEOUT_MS, with nothing sent to it.
+const HELLO = 0x2b; // "+"
+const HELLO_TIMEOUT_MS = 1000;
 const PROCESS_TIMEOUT_MS = 30000; // the other agents' hook timeout
 const MAX_IDS = 4096; // call ids (denied, failed) and sessions remembered per process: oldest dropped
 
@@ -61,24 +65,38 @@ function privateDir(path) {
   }
 }
 
-// Send `request`, half-close, read to the end: the raw answer, or null when the
-// socket could not be reached (nothing was sent), or {failed} once it was sent.
+// Wait for the helper's greeting, send `request`, half-close, read to the end: the raw
+// answer, or null when no live helper took it (nothing was sent), or {failed} once sent.
 function exchange(path, request) {
   return new Promise((done) => {
     const chunks = [];
     let sent = false;
     let over = false;
     let close = () => {};
+    let send = () => {};
     const finish = (value) => {
       if (over) return;
       over = true;
       clearTimeout(timer);
+      clearTimeout(hello);
       close();
       done(value);
     };
     const failed = (why) => finish(sent ? { failed: why } : null);
     const timer = setTimeout(() => failed("timed out"), SOCKET_TIMEOUT_MS);
-    const end = () => finish(Buffer.concat(chunks));
+    const hello = setTimeout(() => sent || finish(null), HELLO_TIMEOUT_MS);
+    const received = (chunk) => {
+      if (!sent) {
+        if (chunk.length === 0) return;
+        if (chunk[0] !== HELLO) return finish(null); // not a helper of this protocol
+        clearTimeout(hello);
+        sent = true;
+        send();
+        chunk = chunk.subarray(1);
+      }
+      if (chunk.length) chunks.push(chunk);
+    };
+    const end = () => (sent ? finish(Buffer.concat(chunks)) : finish(null));
     if (globalThis.Bun?.connect) {
       // Bun's node:net end() closes both directions on a Unix socket, and the answer is
       // lost: its own sockets can half-close.
@@ -88,12 +106,13 @@ function exchange(path, request) {
         socket: {
           open(sock) {
             close = () => sock.end();
-            sent = true;
-            sock.write(request);
-            sock.shutdown();
+            send = () => {
+              sock.write(request);
+              sock.shutdown();
+            };
           },
           data(_sock, chunk) {
-            chunks.push(Buffer.from(chunk));
+            received(Buffer.from(chunk));
           },
           close: end,
           error(_sock, error) {
@@ -108,11 +127,8 @@ function exchange(path, request) {
     }
     const sock = createConnection(path);
     close = () => sock.destroy();
-    sock.on("connect", () => {
-      sent = true;
-      sock.end(request);
-    });
-    sock.on("data", (chunk) => chunks.push(chunk));
+    send = () => sock.end(request);
+    sock.on("data", received);
     sock.on("error", (error) => failed(error.code || String(error)));
     sock.on("end", end);
   });
