@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .._logging import logger
+from ..errors import LoopwardenError
 from ._protocol import HELLO, HELLO_TIMEOUT, PROTOCOL, runtime_dir, socket_path
 from .context import HookContext
 from .hooklog import write_log
@@ -325,7 +326,7 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS, lock_fd: int | None = N
     return 0
 
 
-class _Silent(Exception):
+class _Silent(LoopwardenError):
     """A helper accepted the connection but sent no greeting (frozen, or every worker busy)."""
 
 

@@ -10,7 +10,7 @@ streak; the post-compaction window), where stores and snapshots read it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from .. import messages
 from ..compaction import COMPACTION_LOOP_PERSISTED
@@ -56,13 +56,15 @@ class _Rolling(Detector):
         self.warning = cfg.warning_threshold
         self.critical = cfg.critical_threshold
 
-    @classmethod
-    def build(cls, cfg: LoopDetectionConfig) -> _Rolling | None:
-        return cls(cfg) if cfg.enabled is True and cls.switched_on(cfg) else None
+    switch: ClassVar[str | None] = None
+    """The ``detectors`` flag that switches the rule off (``None``: it cannot be)."""
 
     @classmethod
-    def switched_on(cls, cfg: LoopDetectionConfig) -> bool:
-        return True
+    def build(cls, cfg: LoopDetectionConfig) -> _Rolling | None:
+        if cfg.enabled is not True:
+            return None
+        switch = cls.switch
+        return cls(cfg) if switch is None or getattr(cfg.detectors, switch) else None
 
 
 class UnknownTool(Detector):
@@ -227,10 +229,7 @@ class KnownPollNoProgress(_Rolling):
     order = 30
     triggers = Trigger.POLL
     summary = "a status poll whose result never changes"
-
-    @classmethod
-    def switched_on(cls, cfg: LoopDetectionConfig) -> bool:
-        return cfg.detectors.known_poll_no_progress
+    switch = "known_poll_no_progress"
 
     def check(self, st: RunState, call: Call) -> Detection | None:
         stats = st.window.sigs.get(call.sig)
@@ -264,10 +263,7 @@ class PingPong(_Rolling):
     order = 40
     triggers = Trigger.PAIRED
     summary = "two calls alternating, A B A B"
-
-    @classmethod
-    def switched_on(cls, cfg: LoopDetectionConfig) -> bool:
-        return cfg.detectors.ping_pong
+    switch = "ping_pong"
 
     def check(self, st: RunState, call: Call) -> Detection | None:
         window = st.window
@@ -312,10 +308,7 @@ class GenericRepeat(_Rolling):
     order = 50
     triggers = Trigger.SEEN
     summary = "the same call repeated, results unchanged"
-
-    @classmethod
-    def switched_on(cls, cfg: LoopDetectionConfig) -> bool:
-        return cfg.detectors.generic_repeat
+    switch = "generic_repeat"
 
     def check(self, st: RunState, call: Call) -> Detection | None:
         if call.poll:
