@@ -86,69 +86,42 @@ class Trigger(enum.IntFlag):
     streak is running), or the newest outcome said it is unavailable."""
 
 
-# Call and Observed are slotted classes, not NamedTuples: several rules read their fields
-# on every call, and a slot read is specialised by the interpreter where a NamedTuple
+# Call and Observed are slotted dataclasses, not NamedTuples: several rules read their
+# fields on every call, and a slot read is specialised by the interpreter where a NamedTuple
 # field read is not (measured: a few thousand instructions per guarded call).
 
 
+@dataclass(slots=True)
 class Call:
     """A call about to run, as the engine sees it."""
 
-    __slots__ = ("call_id", "key", "poll", "sig", "tool", "unregistered")
-
-    def __init__(
-        self,
-        tool: str,
-        sig: str,
-        poll: bool,
-        key: str,
-        call_id: str | None,
-        unregistered: bool | None = None,
-    ) -> None:
-        self.tool = tool
-        self.sig = sig
-        """The args hash: ``"<tool>:" + digest(params)``."""
-        self.poll = poll
-        self.key = key
-        """What pairs the call with its outcome: the call id, or the signature without one."""
-        self.call_id = call_id
-        self.unregistered = unregistered
-        """The run's registered tools do not name the tool (``None``: they are not known)."""
-
-    def __repr__(self) -> str:
-        return f"Call({self.tool!r}, {self.sig!r}, poll={self.poll}, key={self.key!r})"
+    tool: str
+    sig: str
+    """The args hash: ``"<tool>:" + digest(params)``."""
+    poll: bool
+    key: str
+    """What pairs the call with its outcome: the call id, or the signature without one."""
+    call_id: str | None
+    unregistered: bool | None = None
+    """The run's registered tools do not name the tool (``None``: they are not known)."""
 
 
+@dataclass(slots=True)
 class Observed:
     """A finished call (or a blocked one) as the rules observe it."""
 
-    __slots__ = ("error", "is_error", "outcome", "quiet", "sig", "tool", "veto")
-
-    def __init__(
-        self,
-        tool: str,
-        sig: str,
-        outcome: str | None,
-        is_error: bool = False,
-        error: str | None = None,
-        quiet: bool = False,
-        veto: bool = False,
-    ) -> None:
-        self.tool = tool
-        self.sig = sig
-        self.outcome = outcome
-        """The outcome hash compared (volatile counters masked); ``None``: no outcome."""
-        self.is_error = is_error
-        self.error = error
-        """The failure's masked first line, when a rule asked for it (never stored)."""
-        self.quiet = quiet
-        """The call looked like a wait: it took long, it is a poll the run made, or its
-        command sleeps, watches or waits (tested only for a call that repeats a recent one)."""
-        self.veto = veto
-        """The guard blocked the call; ``outcome`` repeats the pattern it was blocked for."""
-
-    def __repr__(self) -> str:
-        return f"Observed({self.tool!r}, {self.sig!r}, {self.outcome!r}, veto={self.veto})"
+    tool: str
+    sig: str
+    outcome: str | None
+    """The outcome hash compared (volatile counters masked); ``None``: no outcome."""
+    is_error: bool = False
+    error: str | None = None
+    """The failure's masked first line, when a rule asked for it (never stored)."""
+    quiet: bool = False
+    """The call looked like a wait: it took long, it is a poll the run made, or its
+    command sleeps, watches or waits (tested only for a call that repeats a recent one)."""
+    veto: bool = False
+    """The guard blocked the call; ``outcome`` repeats the pattern it was blocked for."""
 
 
 @dataclass(frozen=True)
