@@ -199,6 +199,10 @@ def test_an_outage_logs_one_warning_not_one_record_per_call(tmp_path: Any) -> No
     finally:
         if app.poll() is None:
             app.kill()
+            app.wait()
+        for pipe in (app.stdin, app.stdout):
+            if pipe is not None:
+                pipe.close()
         server.stop()
     lines = log.read_text().splitlines()
     assert len(lines) == 2, lines
