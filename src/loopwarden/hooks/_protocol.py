@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AGENTS", "ENV_KEYS", "PROTOCOL", "forward", "main", "runtime_dir", "socket_path"]
 
-AGENTS = ("claude-code", "codex", "gemini")
+AGENTS = ("claude-code", "codex", "gemini", "copilot", "qwen")
 """The coding agents ``loopwarden hook`` and ``install`` accept (adapters in ``hooks.agents``)."""
 
 PROTOCOL = "LWH2"

@@ -51,6 +51,8 @@ class HookOptions(NamedTuple):
     no_daemon: bool
     stop_daemon: bool
     metrics: str | None = None
+    event: str | None = None
+    """The event's name, for agents that do not send it (``--event``)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -99,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the helper process serves Prometheus metrics at http://HOST:PORT/metrics "
         "(needs loopwarden[prometheus]; events handled in the hook process are not counted)",
     )
+    parser.add_argument(
+        "--event",
+        metavar="NAME",
+        help="the hook event this command is installed for (for agents whose events do "
+        "not carry their name, such as GitHub Copilot CLI)",
+    )
     return parser
 
 
@@ -125,7 +133,14 @@ def _parse_args(argv: list[str]) -> HookOptions:
             f"({', '.join(sorted(ADAPTERS))})"
         )
     return HookOptions(
-        ns.agent or "", ns.config, ns.state, ns.agent_id, ns.no_daemon, ns.stop_daemon, ns.metrics
+        ns.agent or "",
+        ns.config,
+        ns.state,
+        ns.agent_id,
+        ns.no_daemon,
+        ns.stop_daemon,
+        ns.metrics,
+        ns.event,
     )
 
 

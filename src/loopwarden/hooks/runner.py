@@ -223,6 +223,8 @@ def _process(
         )
     agent_id = agent_id_for(opts, env)
     step = step_session(entry.side, adapter, kind, event, session, agent_id)
+    if kind == "turn":  # the agent goes on with a turn: end it if its run was stopped
+        return Answer(adapter.stop(kind, name, step.stopped) if step.stopped else {})
     if kind == "end":
         # A failing SessionEnd hook is the one thing `claude -p` prints in text mode.
         return Answer({}, 1, f"{step.report}\n") if step.report else Answer({})
@@ -237,7 +239,8 @@ def _process(
         return Answer(_act(adapter, kind, name, event, run, notes, after))
     except LoopAbort as abort:
         message = _stop_text(abort)
-        remember_stop(entry.side, session_key(adapter.name, agent_id, session), message)
+        key = session_key(adapter.name, agent_id, session)
+        remember_stop(entry.side, key, message, step.run)
         return Answer(adapter.stop(kind, name, message))
 
 
@@ -264,6 +267,7 @@ def _answer(
             type(event).__name__,
         )
         return Reply(0, b"{}", ""), context
+    event = ADAPTERS[opts.agent].normalize(event, opts.event)
     session = _str(event.get("session_id"))
     if session:
         context = f"{context} session={session}"
