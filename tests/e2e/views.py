@@ -119,7 +119,13 @@ def _gemini(body: dict[str, Any], call: str) -> Shown | None:
     return None
 
 
-_READERS = {"claude-code": _anthropic, "codex": _responses, "gemini": _gemini}
+_READERS = {
+    "claude-code": _anthropic,
+    "codex": _responses,
+    "gemini": _gemini,
+    "copilot": _responses,  # Copilot CLI's BYOK provider speaks the Responses API here
+    "qwen": _gemini,  # Qwen Code's Gemini client
+}
 
 
 def results(agent: str, main: list[dict[str, Any]]) -> list[Shown | None]:
