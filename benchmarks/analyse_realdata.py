@@ -36,7 +36,11 @@ from _realdata import (
     visible_loops,
 )
 
-from loopwarden.engine.extras import ExtraConfig
+from loopwarden.engine.detectors.loopwarden import (
+    ConsecutiveRepeatSettings,
+    CycleSettings,
+    FailureStreakSettings,
+)
 from loopwarden.profiles.volatile import error_excerpt, mask_volatile
 
 
@@ -262,8 +266,7 @@ def describe_breaks(runs: list[Run]) -> None:
 
 def describe_thresholds(maxima: dict[str, int]) -> None:
     section("6. Thresholds of the new rules (defaults) against the healthy maxima")
-    cfg = ExtraConfig()
-    rep, cyc, fail = cfg.repeat, cfg.cycle, cfg.failure
+    rep, cyc, fail = ConsecutiveRepeatSettings(), CycleSettings(), FailureStreakSettings()
     top = maxima["identical calls in a row"]
     print(
         f"- consecutive repeat: warn at call {rep.warn_at}, block at {rep.block_at}, stop at "

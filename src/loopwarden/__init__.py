@@ -34,10 +34,9 @@ if TYPE_CHECKING:
     from .config import resolve_config as resolve_config
     from .engine.compaction import CompactionVerdict as CompactionVerdict
     from .engine.compaction import PostCompactionGuard as PostCompactionGuard
-    from .engine.detect import Detection as Detection
+    from .engine.detectors import Detection as Detection
     from .engine.history import ToolCallHistory as ToolCallHistory
     from .engine.runtime import Decision as Decision
-    from .engine.runtime import block_result as block_result
     from .errors import CircuitBreakerTripped as CircuitBreakerTripped
     from .errors import CompactionLoopPersisted as CompactionLoopPersisted
     from .errors import ConfigError as ConfigError
@@ -64,7 +63,7 @@ _EXPORTS = {
     "Config": "config",
     "ConfigError": "errors",
     "Decision": "engine.runtime",
-    "Detection": "engine.detect",
+    "Detection": "engine.detectors",
     "DetectorsConfig": "config",
     "JsonlRunRecord": "runrecord",
     "LoopAbort": "errors",
@@ -83,7 +82,6 @@ _EXPORTS = {
     "Telemetry": "telemetry._core",
     "ToolCallHistory": "engine.history",
     "args_hash": "hashing",
-    "block_result": "engine.runtime",
     "hash_outcome": "hashing",
     "load_config": "config",
     "normalize_agent_id": "config",

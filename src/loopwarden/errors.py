@@ -8,10 +8,14 @@
         │                                ConfigIssue with its path, file line and what to fix
         ├── StoreError                   a state store failed: .original; the guard logs it
         │                                and allows the call, or blocks it when fail-closed
-        └── LoopAbort                    the guard ended the run on purpose: .code, .tool_name,
-            │                            .count, .detector, .message; to_dict()
-            ├── CircuitBreakerTripped     code "global_circuit_breaker"
-            └── CompactionLoopPersisted   code "compaction_loop_persisted"
+        └── LoopAbort                    the guard ended the run on purpose: .code (the rule
+            │                            that did), .tool_name, .count, .message; to_dict()
+            ├── CircuitBreakerTripped     a rule stopped the run: .code is its name
+            │                            (consecutive_repeat, cycle, failure_streak,
+            │                            blocks_in_a_row, unknown_tool_repeat,
+            │                            global_circuit_breaker)
+            └── CompactionLoopPersisted   code "compaction_loop_persisted": the seed's
+                                         post-compaction guard
 
 ``LoopAbort`` and its subclasses are control flow: integrations let them
 propagate so that the framework ends the run. A missing optional framework is
@@ -88,7 +92,8 @@ class StoreError(LoopwardenError):
 
 
 class LoopAbort(LoopwardenError):
-    """The guard ended the run on purpose. Carries a machine-readable ``code``."""
+    """The guard ended the run on purpose. ``code`` names the rule that did (``detector``
+    is the same name)."""
 
     code: str = "loop_abort"
 
@@ -97,7 +102,8 @@ class LoopAbort(LoopwardenError):
         self.message = message
         self.tool_name = tool_name
         self.count = count
-        self.detector = detector or self.code
+        self.code = detector or type(self).code
+        self.detector = self.code
 
     @staticmethod
     def find(exc: BaseException | None) -> LoopAbort | None:
@@ -127,7 +133,7 @@ class LoopAbort(LoopwardenError):
         """Machine-readable form, e.g. for an API response or a hook's stop reason."""
         return {
             "code": self.code,
-            "detector": self.detector,
+            "detector": self.code,
             "tool": self.tool_name,
             "count": self.count,
             "message": self.message,
@@ -135,7 +141,9 @@ class LoopAbort(LoopwardenError):
 
 
 class CircuitBreakerTripped(LoopAbort):
-    """The global circuit breaker stopped the run (no-progress streak reached its threshold)."""
+    """A rule stopped the run; ``code`` is its name. The class's own code,
+    ``global_circuit_breaker``, is the global circuit breaker's (no-progress streak reached
+    ``globalCircuitBreakerThreshold``); every other rule sets its name."""
 
     code = "global_circuit_breaker"
 

@@ -83,19 +83,3 @@ def emit(events: Iterable[LoopEvent], sinks: Iterable[EventSink]) -> None:
                 sink(event)
             except Exception:
                 logger.exception("loopwarden event callback %r failed", sink)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "JsonlRunRecord":  # moved to runrecord; kept for one release
-        import warnings
-
-        from .runrecord import JsonlRunRecord
-
-        warnings.warn(
-            "loopwarden.events.JsonlRunRecord is deprecated and will be removed in the next "
-            "release; use loopwarden.JsonlRunRecord or loopwarden.runrecord",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return JsonlRunRecord
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

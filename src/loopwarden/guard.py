@@ -28,26 +28,42 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ._logging import logger
-from ._runbase import RunBase
-from .config import ConfigSource, LoopDetectionConfig, load_config, log_repairs
+from ._canonical import digest
+from ._logging import logger, write_line
+from .config import ConfigSource, LoopDetectionConfig, load_config, log_repairs, normalize_agent_id
+from .engine.compaction import LogLine
+from .engine.detectors import Call
 from .engine.history import normalize_run_id
-from .engine.runtime import ALLOW, QUIET, Decision, after, before, block_result, compacted
+from .engine.messages import fail_closed
+from .engine.runtime import ALLOW, QUIET, Decision, Done, Step, after, before, compacted
 from .engine.state import RunState
-from .events import EventSink
-from .hashing import MISSING, Outcome, ToolOutcome
+from .errors import LoopAbort
+from .events import EventSink, LoopEvent, emit
+from .hashing import MISSING, Outcome, ToolOutcome, hash_outcome, is_known_poll, new_source
 from .profiles import ProfileRegistry
-from .runrecord import RUN_END, JsonlRunRecord
+from .runrecord import CALL, COMPACTION, OUTCOME, RUN_END, RUN_START, JsonlRunRecord
 from .stores import InProcess, MemoryStore, Store, store_from_url
 
 if TYPE_CHECKING:
     from .telemetry import Telemetry
 
-__all__ = ["Decision", "LoopGuard", "RunGuard", "block_result"]
+__all__ = ["Decision", "LoopGuard", "RunGuard"]
 
 Clock = Callable[[], float]
+T = TypeVar("T")
+# Calls checked by before_call whose after_call has not come yet (blocked calls
+# never get one): their args hashes are kept for at most this many.
+_MAX_PENDING = 256
+# Built for every call: from a tuple, without the Python frame of a NamedTuple's __new__.
+_new_call: Callable[[tuple[Any, ...]], Call] = functools.partial(tuple.__new__, Call)
+_new_done: Callable[[tuple[Any, ...]], Done] = functools.partial(tuple.__new__, Done)
+
+
+def _any_masked(profiles: ProfileRegistry) -> bool:
+    """Some tool's profile turns the volatile-counter profile on by itself."""
+    return any(p.volatile_counters for p in profiles.profiles.values())
 
 
 class LoopGuard:
@@ -95,7 +111,7 @@ class LoopGuard:
             self._fixed = None
             self.config = load_config(config)
         settings = self.config.settings
-        self._with_extras: dict[int, tuple[LoopDetectionConfig, LoopDetectionConfig]] = {}
+        self._with_rules: dict[int, tuple[LoopDetectionConfig, LoopDetectionConfig]] = {}
         self.agent_id = agent_id
         self.session_id = session_id
         self.clock = clock
@@ -143,20 +159,20 @@ class LoopGuard:
 
     def config_for(self, agent_id: str | None = None) -> LoopDetectionConfig:
         """The effective loop-detection config of an agent, with the ``loopwarden`` block's
-        extra detectors (unless the config chose its own)."""
+        rules (unless the config chose its own)."""
         if self._fixed is not None:
             cfg = self._fixed
         else:
             cfg = self.config.for_agent(agent_id if agent_id is not None else self.agent_id)
-        if cfg.extras is not None:
+        if cfg.rules is not None:
             return cfg
-        with_extras = self._with_extras.get(id(cfg))
-        if with_extras is None or with_extras[0] is not cfg:
-            with_extras = (cfg, dataclasses.replace(cfg, extras=self.config.settings.extras))
-            if len(self._with_extras) > 256:
-                self._with_extras.clear()
-            self._with_extras[id(cfg)] = with_extras
-        return with_extras[1]
+        with_rules = self._with_rules.get(id(cfg))
+        if with_rules is None or with_rules[0] is not cfg:
+            with_rules = (cfg, dataclasses.replace(cfg, rules=self.config.settings.rules))
+            if len(self._with_rules) > 256:
+                self._with_rules.clear()
+            self._with_rules[id(cfg)] = with_rules
+        return with_rules[1]
 
     def run(
         self,
@@ -181,12 +197,56 @@ class LoopGuard:
             self.run_record.close()
 
 
-class RunGuard(RunBase):
+class RunGuard:
     """The guard of one agent run; create it with :meth:`LoopGuard.run`.
 
     Thread-safe. ``before_call``/``after_call``/``on_compaction`` have async
     twins (``abefore_call``...) for frameworks that run tools on an event loop.
+
+    Every entry point hashes its inputs, runs one policy function of
+    :mod:`loopwarden.engine.runtime` in one store transaction, and acts on the
+    returned :class:`~loopwarden.engine.runtime.Step` only after the commit: the
+    run record, events, log lines and the exception that ends a run happen once,
+    even when a store runs the transaction twice. The sync and async twins differ
+    in the transaction alone.
     """
+
+    def __init__(
+        self,
+        guard: LoopGuard,
+        *,
+        run_id: str,
+        session_id: str | None,
+        agent_id: str | None,
+        tools: Iterable[str] | None,
+    ) -> None:
+        self.guard = guard
+        self.run_id = run_id
+        self.session_id = session_id
+        self.agent_id = agent_id
+        self.config = guard.config_for(agent_id)
+        self.tools: frozenset[str] | None = frozenset(tools) if tools is not None else None
+        self._off = self.config.enabled is False
+        # Outcomes carry their source only when something reads it: masking or the rules.
+        rules = self.config.rules
+        self._sourced = self.config.enabled is True and (
+            guard.profiles.masker is not None
+            or bool(guard.profiles.profiles and _any_masked(guard.profiles))
+            or rules is not None
+        )
+        self._store = guard.store
+        self._profiles = guard.profiles
+        self._record = guard.run_record
+        self._clock = guard.clock
+        agent_key = normalize_agent_id(agent_id) if agent_id is not None else ""
+        self.key = f"{agent_key}\x1f{session_id or ''}\x1f{run_id}"
+        # call key -> args hash, so each call's params are hashed once.
+        self._sigs: dict[str, tuple[str, Any]] = {}
+        self._maskers: dict[str, Any] = {}  # tool -> its masker (None: not masked)
+        self._attach = guard._attach
+        self.inline = self._attach is not None
+        """True when the store never blocks, so the sync methods are safe on an event loop."""
+        self._state: RunState | None = None
 
     def set_tools(self, tools: Iterable[str] | None) -> None:
         """Set the registered tool names used by the unknown-tool guard."""
@@ -208,6 +268,7 @@ class RunGuard(RunBase):
         if self._record is not None:
             self._record.line(RUN_END, self._clock(), self.run_id)
 
+    # -- the entry points ------------------------------------------------------------
     def before_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
         """Check a call the model wants to make. Raises :class:`CircuitBreakerTripped` to stop."""
         if self._off:
@@ -215,7 +276,7 @@ class RunGuard(RunBase):
         try:
             call = self._call(tool, params, call_id)
             now = self._clock()
-            step = self._transact(before, call, self.config, self.tools, now)
+            step = self._transact(before, call, now)
         except Exception as exc:
             return self._failed("before_call", exc)
         if step is QUIET and self._record is None:  # most calls: nothing to do after commit
@@ -229,7 +290,7 @@ class RunGuard(RunBase):
         try:
             call = self._call(tool, params, call_id)
             now = self._clock()
-            step = await self._atransact(before, call, self.config, self.tools, now)
+            step = await self._atransact(before, call, now)
         except Exception as exc:
             return self._failed("before_call", exc)
         return self._decided(step, call, params, now)
@@ -240,10 +301,13 @@ class RunGuard(RunBase):
         """:meth:`before_call` for a call known only by its args hash (trace replay)."""
         if self._off:
             return ALLOW
-        call = (tool, args_hash, poll, call_id if call_id is not None else args_hash, call_id)
+        key = call_id if call_id is not None else args_hash
+        tools = self.tools
+        unregistered = None if tools is None else tool not in tools
+        call = _new_call((tool, args_hash, poll, key, call_id, unregistered))
         try:
             now = self._clock()
-            step = self._transact(before, call, self.config, self.tools, now)
+            step = self._transact(before, call, now)
         except Exception as exc:
             return self._failed("before_call", exc)
         return self._decided(step, call, None, now)
@@ -272,10 +336,7 @@ class RunGuard(RunBase):
             return None
         if step is QUIET and self._record is None:
             return None
-        failed = done[4].is_error
-        if type(result) is ToolOutcome:  # what the run record keeps (params logging on)
-            return self._recorded(step, done, result.error if failed else result.content, now)
-        return self._recorded(step, done, error if failed else result, now)
+        return self._recorded(step, done, _raw(done, result, error), now)
 
     async def aafter_call(
         self,
@@ -296,10 +357,7 @@ class RunGuard(RunBase):
         except Exception as exc:
             self._failed("after_call", exc)
             return None
-        failed = done[4].is_error
-        if type(result) is ToolOutcome:  # what the run record keeps (params logging on)
-            return self._recorded(step, done, result.error if failed else result.content, now)
-        return self._recorded(step, done, error if failed else result, now)
+        return self._recorded(step, done, _raw(done, result, error), now)
 
     def after_call_hashed(
         self,
@@ -324,18 +382,12 @@ class RunGuard(RunBase):
             return None
         outcome = Outcome(outcome_hash, unknown_tool_name, is_error)
         src = None
-        if self._extras and (result is not MISSING or error is not MISSING):
+        if self._sourced and (result is not MISSING or error is not MISSING):
             profiles = self._profiles
-            src = (
-                tool,
-                None if params is MISSING else params,
-                result,
-                error,
-                profiles,
-                profiles.masker_for(tool),
-            )
+            params = None if params is MISSING else params
+            src = new_source((tool, params, result, error, profiles, profiles.masker_for(tool)))
         key = call_id if call_id is not None else args_hash
-        done = (tool, args_hash, key, call_id, outcome, src)
+        done = _new_done((tool, args_hash, key, call_id, outcome, src))
         try:
             now = self._clock()
             step = self._transact(after, done, now)
@@ -370,6 +422,165 @@ class RunGuard(RunBase):
     def snapshot(self) -> Mapping[str, Any]:
         """A summary of this run's state (for debugging and tests)."""
         return self._transact(_snapshot)
+
+    # -- the store transaction ---------------------------------------------------
+    def _transact(self, fn: Callable[..., T], *args: Any) -> T:
+        """Apply ``fn(state, *args)`` to this run's state atomically."""
+        state = self._state
+        if state is None or state.detached:
+            if self._attach is None:
+                return self._store.transact(self.key, self.config, lambda st: fn(st, *args))
+            state = self._state = self._attach(self.key, self.config)
+        lock = state.lock
+        if lock is None:  # a single-threaded store
+            return fn(state, *args)
+        with lock:
+            return fn(state, *args)
+
+    async def _atransact(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._attach is not None:
+            return self._transact(fn, *args)
+        return await self._store.atransact(self.key, self.config, lambda st: fn(st, *args))
+
+    # -- inputs ------------------------------------------------------------------
+    def _call(self, tool: Any, params: Any, call_id: Any) -> Call:
+        """A call about to run: its tool, args hash, poll flag, key, id and registration."""
+        tool = tool.strip() if type(tool) is str else str(tool).strip()
+        call_id = None if call_id is None else str(call_id)
+        sig = f"{tool}:{digest(params)}"
+        poll = is_known_poll(tool, params, self._profiles)
+        key = call_id if call_id is not None else sig
+        sigs = self._sigs  # so that after_call need not hash the params again
+        if call_id is not None:
+            sigs[key] = (sig, None)  # the params themselves are not kept (memory)
+        else:  # kept to match after_call's params by identity
+            sigs[f"{tool}\x1f{id(params)}"] = (sig, params)
+        if len(sigs) > _MAX_PENDING:  # calls that never reported back; keep the newest half
+            self._sigs = dict(list(sigs.items())[_MAX_PENDING // 2 :])
+        tools = self.tools
+        unregistered = None if tools is None else tool not in tools
+        return _new_call((tool, sig, poll, key, call_id, unregistered))
+
+    def _outcome(self, tool: Any, params: Any, call_id: Any, result: Any, error: Any) -> Done:
+        """A finished call: its args hash (cached by ``before_call``), key, id and outcome."""
+        tool = tool.strip() if type(tool) is str else str(tool).strip()
+        call_id = None if call_id is None else str(call_id)
+        cached = self._sigs.pop(call_id if call_id is not None else f"{tool}\x1f{id(params)}", None)
+        if cached is not None and (call_id is not None or cached[1] is params):
+            sig = cached[0]
+        else:
+            sig = f"{tool}:{digest(params)}"
+        profiles = self._profiles
+        outcome = hash_outcome(tool, params, result=result, error=error, profiles=profiles)
+        src = None
+        if self._sourced:
+            maskers = self._maskers
+            masker = maskers.get(tool, maskers)
+            if masker is maskers:
+                masker = profiles.masker_for(tool)
+                if len(maskers) < 256:
+                    maskers[tool] = masker
+            src = new_source((tool, params, result, error, profiles, masker))
+        key = call_id if call_id is not None else sig
+        return _new_done((tool, sig, key, call_id, outcome, src))
+
+    # -- after the commit ----------------------------------------------------------
+    def _decided(self, step: Step, call: Call, params: Any, now: float) -> Decision:
+        """After the commit: the log line, the run record, the event, the stop."""
+        stop = step.stop
+        if stop is not None or step.decision.blocked:  # it will not run: no after_call
+            pending = call.call_id if call.call_id is not None else f"{call.tool}\x1f{id(params)}"
+            self._sigs.pop(pending, None)
+        if step.log is not None:
+            write_line(step.log)
+        record = self._record
+        if record is not None:
+            if step.started:
+                config = self.config.to_dict()
+                record.line(RUN_START, now, self.run_id, self.session_id, self.agent_id, config)
+            action = step.decision.action if stop is None else "stop"
+            raw = record.raw(params)
+            record.line(
+                CALL, now, self.run_id, call.call_id, call.tool, call.sig, call.poll, raw, action
+            )
+        if step.event is not None:
+            emit((self._event(step, call.tool, call.call_id, now),), self.guard.sinks)
+        if stop is not None:
+            raise stop.error()
+        return step.decision
+
+    def _recorded(self, step: Step, done: Done, raw: Any, now: float) -> str | None:
+        """After the commit: the log line, the run record, the abort."""
+        if step.log is not None:
+            write_line(step.log)
+        record = self._record
+        out = done.outcome
+        if record is not None and step.recorded:
+            # The hash the guard compared (masked, when it was), so a replay of the
+            # record sees what the live guard saw.
+            used = step.outcome_hash or out.hash
+            details = (used, out.is_error, out.unknown_tool_name, record.raw(raw))
+            record.line(OUTCOME, now, self.run_id, done.call_id, done.tool, done.sig, *details)
+        stop = step.stop
+        if stop is not None:
+            emit((self._event(step, done.tool, done.call_id, now),), self.guard.sinks)
+            raise stop.error()
+        return step.note
+
+    def _compacted(self, line: LogLine | None) -> None:
+        if line is not None:
+            write_line(line)
+        if self._record is not None:
+            self._record.line(COMPACTION, self._clock(), self.run_id)
+
+    def _event(self, step: Step, tool: str, call_id: str | None, now: float) -> LoopEvent:
+        det, stop = step.decision.detection, step.stop
+        level: Literal["warning", "critical"]
+        if det is not None:
+            level, detector, count = det.level, det.detector, det.count
+            paired, key = det.paired_tool, det.warning_key
+            message = (det.log_message or det.message) if stop is None else stop.message
+        else:  # a stop after an outcome: all it has is its stop
+            assert stop is not None
+            level, detector, count, paired, key = "critical", stop.code, stop.count, None, None
+            message = stop.message
+        return LoopEvent(
+            time=now,
+            session_id=self.session_id,
+            run_id=self.run_id,
+            agent_id=self.agent_id,
+            tool=tool,
+            level=level,
+            action=step.event or "abort",
+            detector=detector,
+            count=count,
+            paired_tool=paired,
+            warning_key=key,
+            message=message,
+            call_id=call_id,
+        )
+
+    def _failed(self, where: str, exc: Exception) -> Decision:
+        if isinstance(exc, LoopAbort):
+            raise exc
+        logger.error(
+            "loopwarden internal error in %s (run %s); %s the call",
+            where,
+            self.run_id,
+            "blocking" if self.guard.fail_closed else "allowing",
+            exc_info=exc,
+        )
+        if self.guard.fail_closed and where == "before_call":
+            return Decision("block", fail_closed(type(exc).__name__))
+        return ALLOW
+
+
+def _raw(done: Done, result: Any, error: Any) -> Any:
+    """What the run record keeps of an outcome (when params logging is on)."""
+    failed = done.outcome.is_error
+    if type(result) is ToolOutcome:
+        return result.error if failed else result.content
+    return error if failed else result
 
 
 @functools.cache

@@ -6,8 +6,9 @@ inspected is hashed by its type, and the caller's agent keeps running.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ._canonical import digest, to_plain
@@ -43,6 +44,7 @@ __all__ = [
     "hash_outcome",
     "is_known_poll",
     "masked_hash",
+    "new_source",
 ]
 
 
@@ -385,11 +387,25 @@ _EXIT_KEYS = ("exitCode", "exit_code", "returncode")
 _WAIT_KEYS = ("command", "cmd", "script", "code", "commands")
 
 
-OutcomeSource = tuple[str, Any, Any, Any, ProfileRegistry, "VolatileMasker | None"]
-"""What the runtime guard may need about one outcome beyond its hash: tool, params,
-result, error, the profiles and the tool's volatile-counter masker. A plain tuple (it
-is made on every call); read by :func:`masked_hash`, :func:`failed`,
-:func:`error_text`, only when needed. Kept for one ``after_call``; never stored."""
+class OutcomeSource(NamedTuple):
+    """What the runtime guard may need about one outcome beyond its hash, read by
+    :func:`masked_hash`, :func:`failed` and :func:`error_text` only when needed. Kept for
+    one ``after_call``; never stored."""
+
+    tool: str
+    params: Any
+    result: Any
+    error: Any
+    profiles: ProfileRegistry
+    masker: VolatileMasker | None
+    """The tool's volatile-counter masker (``None``: its outcomes are not masked)."""
+
+
+new_source: Callable[[tuple[Any, ...]], OutcomeSource] = functools.partial(
+    tuple.__new__, OutcomeSource
+)
+"""An :class:`OutcomeSource` from a tuple of its fields, without a Python frame (one is
+made for every outcome)."""
 
 
 def masked_hash(src: OutcomeSource) -> str | None:
@@ -418,7 +434,7 @@ def failed(src: OutcomeSource, is_error: bool) -> bool:
     the top of a result mapping or in its ``details``)."""
     if is_error:
         return True
-    result = src[2]
+    result = src.result
     if type(result) is not dict:
         return False
     if "details" in result:
@@ -440,7 +456,7 @@ def _nonzero_exit(where: dict[str, Any]) -> bool:
 
 def error_text(src: OutcomeSource) -> str:
     """The failure's text: the error's message, or the result's text (bounded)."""
-    result, error = src[2], src[3]
+    result, error = src.result, src.error
     if type(result) is ToolOutcome:
         result, error = result.content, result.error
     try:

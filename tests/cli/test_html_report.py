@@ -57,10 +57,10 @@ def test_html_page_structure(cli: Run, tmp_path: Path) -> None:
     assert parsed.tags["article"] == 12  # one timeline per run of the examples
     # one cell per call of every run (151 calls in the examples)
     assert parsed.classes["c"] - 8 == 151  # minus the 8 legend swatches
-    assert parsed.classes["s"] - 1 == 6  # six stops (+1 in the legend)
-    assert parsed.classes["a"] - 1 == 1  # one post-compaction abort
+    assert parsed.classes["s"] - 1 == 5  # five stops (+1 in the legend)
+    assert parsed.classes["a"] - 1 == 2  # two post-compaction aborts
     assert parsed.classes["cp"] - 1 == 2  # two compactions drawn
-    assert parsed.classes["x"] - 1 == 78  # calls after a stop, faded
+    assert parsed.classes["x"] - 1 == 77  # calls after a stop, faded
     assert parsed.classes["r"] > 30  # repeated identical outcomes are hatched
     assert "compaction_loop_persisted" in page and "consecutive_repeat" in page
     rows = re.findall(r'<tr class="lvl-(\w+)"', page)

@@ -32,6 +32,7 @@ RUN_KEYS = {
     "stop",
     "calls_after_first_warning",
     "calls_after_stop",
+    "calls_prevented",
     "compactions",
     "live_events",
     "events",
@@ -183,9 +184,10 @@ def test_config_file_agents_and_enabled_note(cli: Run, tmp_path: Path) -> None:
     first = report["runs"][0]
     assert first["agent"] == "ops"
     # The ops block's critical 3 blocks the read/exec ping-pong at call 4; with a
-    # breaker of 4 one block in a row is all it takes to stop the run (issue 12).
+    # breaker of 4 one block in a row is all it takes to stop the run, and the stop names
+    # the rule that ends it.
     assert first["stop"]["call"] == 5
-    assert first["stop"]["detector"] == "ping_pong"
+    assert first["stop"]["detector"] == "blocks_in_a_row"
     # Replay never writes into the run record the config names.
     assert not (tmp_path / "must-not-exist.jsonl").exists()
 

@@ -17,8 +17,13 @@ from hypothesis import strategies as st
 
 import loopwarden as lw
 from loopwarden.config import LoopDetectionConfig
-from loopwarden.config.model import ExtrasConfig
+from loopwarden.config.model import Rules
 from loopwarden.engine import ToolCallHistory
+from loopwarden.engine.detectors import (
+    ConsecutiveRepeatSettings,
+    CycleSettings,
+    FailureStreakSettings,
+)
 from loopwarden.errors import ConfigError
 from loopwarden.profiles import OutcomeProfile, ProfileRegistry
 from loopwarden.stores import Store
@@ -329,7 +334,8 @@ class TestBlocksStopTheRun:
         assert first(actions, "block") == 20
         assert actions.count("block") == 10 and len(actions) == 30
         stop = events[-1]
-        assert stop.detector == "ping_pong" and "10 calls in a row were blocked" in stop.message
+        assert stop.detector == "blocks_in_a_row"
+        assert "10 calls in a row were blocked (ping pong" in stop.message
 
     def test_two_calls_of_one_tool_are_worded_as_such(self) -> None:
         events: list[lw.LoopEvent] = []
@@ -353,10 +359,12 @@ class TestConfig:
                 },
             }
         )
-        extras = cfg.settings.extras
-        assert (extras.consecutive_repeat.warn_at, extras.consecutive_repeat.stop_at) == (4, 9)
-        assert not extras.cycle.enabled and not extras.failure_streak.enabled
-        assert extras.wait_seconds == 5.0
+        rules = cfg.settings.rules
+        repeat = rules.get(ConsecutiveRepeatSettings)
+        assert (repeat.warn_at, repeat.stop_at) == (4, 9)
+        assert not rules.get(CycleSettings).enabled
+        assert not rules.get(FailureStreakSettings).enabled
+        assert rules.wait_seconds == 5.0
         assert cfg.settings.volatile_counters is True
 
     @pytest.mark.parametrize(
@@ -407,7 +415,7 @@ class TestConfig:
     def test_engine_objects_keep_openclaw_semantics(self) -> None:
         """A bare tools.loopDetection block: no extras, no masking in ToolCallHistory."""
         cfg = LoopDetectionConfig.from_dict({"enabled": True})
-        assert cfg.extras is None
+        assert cfg.rules is None
         hist = ToolCallHistory(cfg)
         for i in range(8):
             hist.record_call("find_file", {"name": "X"}, call_id=f"c{i}")
@@ -415,7 +423,7 @@ class TestConfig:
         assert hist.detect("find_file", {"name": "X"}) is None
 
     def test_engine_objects_switch_extras_on(self) -> None:
-        cfg = LoopDetectionConfig(enabled=True, extras=ExtrasConfig())
+        cfg = LoopDetectionConfig(enabled=True, rules=Rules())
         hist = ToolCallHistory(cfg, profiles=ProfileRegistry.create(volatile=True))
         for i in range(5):
             hist.record_call("bash", {"c": "cd x"}, call_id=f"c{i}")

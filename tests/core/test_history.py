@@ -554,7 +554,10 @@ class TestSends:
         hist = lw.ToolCallHistory(E)
         for i in range(20):
             pair(hist, "message", self.SEND, result=self.send_result(i), call_id=str(i))
-        veto = lw.block_result("blocked")
+        veto = {  # the shape of a loop-detection block answer
+            "content": [{"type": "text", "text": "blocked"}],
+            "details": {"status": "blocked", "deniedReason": "tool-loop", "reason": "blocked"},
+        }
         pair(hist, "message", self.SEND, result=veto, call_id="veto")
         assert summary(hist.detect("message", self.SEND)) == ("critical", "generic_repeat", 20)
 

@@ -1,4 +1,4 @@
-"""RunWindow.dump_bytes keeps encoded rows between dumps: it must always equal a fresh dump."""
+"""RunWindow.dump_parts keeps encoded rows between dumps: it must always equal a fresh dump."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def test_incremental_rows_match_a_fresh_dump(
         elif op == "complete":
             window.complete_pending(sig, None, str(arg), None)
         else:
-            assert window.dump_bytes() == orjson.dumps(window.dump())
-    assert orjson.loads(window.dump_bytes()) == window.dump()
+            assert b"".join(window.dump_parts()) == orjson.dumps(window.dump())
+    assert orjson.loads(b"".join(window.dump_parts())) == window.dump()
 
 
 def test_state_bytes_round_trip_through_the_spliced_window() -> None:
@@ -53,8 +53,8 @@ def test_state_bytes_round_trip_through_the_spliced_window() -> None:
 def test_a_window_nobody_dumps_any_more_stops_keeping_rows() -> None:
     window = RunWindow(4)
     window.add("t", "a", None, None, None, 0.0)
-    window.dump_bytes()
+    b"".join(window.dump_parts())
     for i in range(200):
         window.add("t", "a", None, "r", None, float(i))
     assert window._enc is None and not window._dirty
-    assert window.dump_bytes() == orjson.dumps(window.dump())
+    assert b"".join(window.dump_parts()) == orjson.dumps(window.dump())

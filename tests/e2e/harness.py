@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden import LoopGuard, load_config
+from loopwarden.engine.detectors.loopwarden import ConsecutiveRepeatSettings
 
 from . import views
 
@@ -218,7 +219,7 @@ class Workspace:
         warning = cfg.warning_threshold
         critical = cfg.critical_threshold
         breaker = cfg.global_circuit_breaker_threshold
-        repeat = cfg.extras.consecutive_repeat if cfg.extras is not None else None
+        repeat = cfg.rules.get(ConsecutiveRepeatSettings) if cfg.rules is not None else None
         if repeat is not None and repeat.enabled:
             # The guard's own rule for the same fast call in a row acts first when it is on
             # (its counts include the checked call; OpenClaw's are the calls before it).

@@ -56,7 +56,7 @@ def test_warn_block_stop(hook_env: dict[str, str]) -> None:
     assert len(answers) == 9
 
     state = hook.state("1ec9a2f4-sess", "prompt-1")
-    assert state.stopped is not None and state.stopped.detector == "global_circuit_breaker"
+    assert state.stopped is not None and state.stopped.code == "global_circuit_breaker"
     records = list(state.window)
     assert [r.call_id for r in records] == [f"toolu_{n:04d}" for n in range(1, 6)]
     assert [r.veto for r in records] == [False, False, False, True, True]

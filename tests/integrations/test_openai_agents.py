@@ -393,11 +393,10 @@ async def test_unknown_tools_count_whatever_the_formatter_says(events: Events) -
     assert events.actions() == ["block"] * 3
 
 
-def test_guard_is_a_deprecated_name_of_the_first_argument() -> None:
+def test_a_ready_guard_is_the_first_argument() -> None:
     guard = lw.LoopGuard(SMALL)
-    with pytest.warns(DeprecationWarning, match=r"LoopGuardForAgents\(guard=...\)"):
-        assert LoopGuardForAgents(guard=guard).guard is guard
     assert LoopGuardForAgents(config_or_guard=guard).guard is guard
+    assert LoopGuardForAgents(guard).guard is guard
 
 
 @pytest.fixture(name="clean_namespace")

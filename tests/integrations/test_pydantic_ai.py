@@ -462,3 +462,22 @@ def test_docs_example_runs() -> None:
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "pydantic-ai-quickstart", "exec"), namespace)
     assert printed.getvalue().strip() == "stopped: global_circuit_breaker poll_status 30"
+
+
+def test_made_up_tool_with_deeply_nested_arguments_is_handled(counter: Counter) -> None:
+    """A call of a tool that does not exist, whose arguments are a JSON string nested too
+    deep to parse, reaches loopwarden's unknown-tool path without a RecursionError: the run
+    goes on and the model is told the tool does not exist."""
+    nested = "[" * 100_000 + "]" * 100_000
+    replies = iter(
+        [
+            ModelResponse(parts=[ToolCallPart("no_such_tool", nested, tool_call_id="c1")]),
+            ModelResponse(parts=[TextPart("done")]),
+        ]
+    )
+    llm = ScriptedModel(lambda messages: next(replies))
+    agent = make_agent(llm, counter, LoopGuardCapability(SMALL))
+    result = agent.run_sync("go")
+    assert result.output == "done"
+    texts = [str(part.content) for part in llm.answers()[0]]
+    assert any("no_such_tool" in text for text in texts)

@@ -265,15 +265,3 @@ async def test_middleware_counts_a_call_that_asks_for_input_once():
     assert [texts(r)[0] for r in results[:4]] == ["deployed prod: True"] * 4
     assert texts(results[2])[1].startswith("WARNING: deploy has been called 2 times")
     assert results[4].is_error and texts(results[4])[0].startswith(BLOCKED)
-
-
-def test_old_middleware_name_is_a_deprecated_alias():
-    """``LoopGuardMiddleware`` (the LangChain name too) still imports, for one release."""
-    import loopwarden.integrations.mcp as mcp_integration
-
-    with pytest.warns(DeprecationWarning, match="use MCPLoopGuardMiddleware"):
-        from loopwarden.integrations.mcp import LoopGuardMiddleware
-    assert LoopGuardMiddleware is MCPLoopGuardMiddleware
-    assert "LoopGuardMiddleware" not in mcp_integration.__all__
-    with pytest.raises(AttributeError):
-        _ = mcp_integration.NoSuchName  # type: ignore[attr-defined]

@@ -95,7 +95,6 @@ def guarded_run(guard: lw.LoopGuard) -> list[str]:
         assert_type(decision.action, Literal["allow", "warn", "block"])
         assert_type(decision.blocked, bool)
         assert_type(decision.message, str | None)
-        assert_type(decision.as_result(), dict[str, Any])
         note = run.after_call("read", {"path": "a.txt"}, call_id="c1", result="text")
         assert_type(note, str | None)
         if note is not None:

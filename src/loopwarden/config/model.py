@@ -7,10 +7,11 @@ own top-level ``loopwarden`` block.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar
 
 from ..errors import ConfigError, ConfigIssue
 from ..profiles import OutcomeProfile, ProfileRegistry
@@ -47,13 +48,10 @@ BLOCK_FIELDS = (
     *(f"detectors.{key}" for key in DETECTOR_FIELDS),
     *(f"postCompactionGuard.{key}" for key in GUARD_FIELDS),
 )
-SETTINGS_KEYS = (
+SETTINGS_KEYS = (  # the rules' own sections come from the registered rules
     "sendTools",
     "outcomeProfiles",
     "volatileCounters",
-    "consecutiveRepeat",
-    "cycle",
-    "failureStreak",
     "waitSeconds",
     "store",
     "failMode",
@@ -64,22 +62,6 @@ SETTINGS_KEYS = (
 )
 TELEMETRY_KEYS = {"enabled": "enabled", "maxToolNames": "max_tool_names", "maxAgents": "max_agents"}
 PROFILE_KEYS = ("volatileKeys", "volatilePatterns", "volatileCounters", "poll", "send")
-# camelCase key -> attribute, for the detectors of the loopwarden block (issue 9).
-REPEAT_KEYS = {
-    "enabled": "enabled",
-    "warnAt": "warn_at",
-    "blockAt": "block_at",
-    "stopAt": "stop_at",
-}
-CYCLE_KEYS = {
-    "enabled": "enabled",
-    "maxPeriod": "max_period",
-    "warnRounds": "warn_rounds",
-    "blockRounds": "block_rounds",
-    "stopAfterBlocks": "stop_after_blocks",
-}
-FAILURE_KEYS = REPEAT_KEYS
-
 Source = Literal["default", "global", "agent", "override", "repair", "direct"]
 PathKey = tuple[str | int, ...]
 
@@ -116,76 +98,71 @@ class DetectorsConfig:
     """``pingPong``: two calls alternating without progress."""
 
 
-@dataclass(frozen=True, slots=True)
-class RepeatConfig:
-    """``loopwarden.consecutiveRepeat``: the same call N times in a row, same outcome each time.
+@dataclass(frozen=True)
+class RuleSettings:
+    """The settings of one of loopwarden's own rules: one section of the ``loopwarden`` block.
 
-    Counts include the checked call. In the real runs of the development set no
-    healthy run repeats a call more than 4 times in a row, so a warning at 5 and
-    a block at 6 leave a margin of one and two calls (see docs/detection.md).
+    A rule declares its settings as a frozen dataclass subclass: ``KEY`` is the section's
+    key, each field a setting whose camelCase key is given by :func:`setting` (``enabled``
+    is every section's switch), and ``ORDER`` names thresholds that must not decrease in
+    that order. ``loopwarden.config`` validates a section from this declaration alone.
     """
 
+    KEY: ClassVar[str] = ""
+    ORDER: ClassVar[tuple[str, ...]] = ()
     enabled: bool = True
-    warn_at: int = 5
-    block_at: int = 6
-    stop_at: int = 8
-    """The block was ignored twice: the run is stopped."""
-
-
-@dataclass(frozen=True, slots=True)
-class CycleConfig:
-    """``loopwarden.cycle``: a cycle of 2 to ``max_period`` calls, each round the same."""
-
-    enabled: bool = True
-    max_period: int = 5
-    warn_rounds: int = 3
-    """Rounds of the cycle (the checked call included) that warn."""
-    block_rounds: int = 4
-    stop_after_blocks: int = 2
-    """Blocked calls of the cycle after which the run is stopped."""
-
-
-@dataclass(frozen=True, slots=True)
-class FailureStreakConfig:
-    """``loopwarden.failureStreak``: one tool failing on every call in a row, whatever the args.
-
-    Counts are the failures before the checked call. No healthy run of the
-    development set has more than 4 such failures in a row (9 counting a
-    harness's format rejections), so the warning comes at 10.
-    """
-
-    enabled: bool = True
-    warn_at: int = 10
-    block_at: int = 12
-    stop_at: int = 14
-
-
-@dataclass(frozen=True, slots=True)
-class ExtrasConfig:
-    """The detectors the runtime guard adds to OpenClaw's (issue 9), from the ``loopwarden``
-    block. ``LoopGuard`` runs them by default whenever detection is ``enabled``; the
-    engine objects of SPEC 8 only when a config says so explicitly."""
-
-    consecutive_repeat: RepeatConfig = RepeatConfig()
-    cycle: CycleConfig = CycleConfig()
-    failure_streak: FailureStreakConfig = FailureStreakConfig()
-    wait_seconds: float = 10.0
-    """``waitSeconds``: a call that takes this long (``before_call`` to ``after_call``) is a
-    wait, not a spin: the extra detectors leave its pattern to OpenClaw's thresholds."""
-
-    @property
-    def active(self) -> bool:
-        """Any of the three detectors is on."""
-        return self.consecutive_repeat.enabled or self.cycle.enabled or self.failure_streak.enabled
+    """``enabled``: the rule's switch."""
 
     @classmethod
-    def off(cls) -> ExtrasConfig:
-        """Every extra detector off (OpenClaw's rules alone)."""
-        return cls(
-            RepeatConfig(enabled=False),
-            CycleConfig(enabled=False),
-            FailureStreakConfig(enabled=False),
-        )
+    def keys(cls) -> dict[str, str]:
+        """camelCase key -> attribute name, in declaration order."""
+        return {f.metadata.get("key", f.name): f.name for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def bounds(cls, attr: str) -> tuple[int, int | None]:
+        """The smallest and largest value an integer setting accepts (``None``: no limit)."""
+        for f in dataclasses.fields(cls):
+            if f.name == attr:
+                low, high = f.metadata.get("range", (1, None))
+                return int(low), None if high is None else int(high)
+        raise KeyError(attr)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section in the config file's camelCase shape."""
+        return {key: getattr(self, attr) for key, attr in self.keys().items()}
+
+
+def setting(default: Any, key: str, *, range: tuple[int, int | None] = (1, None)) -> Any:
+    """A field of a :class:`RuleSettings`: its default, its camelCase key and, for an
+    integer, the values it accepts."""
+    return field(default=default, metadata={"key": key, "range": range})
+
+
+R = TypeVar("R", bound=RuleSettings)
+
+RULE_SETTINGS: dict[str, type[RuleSettings]] = {}
+"""The settings type of every registered rule, by its section key (filled by
+``loopwarden.engine.detectors.register``)."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The settings of loopwarden's own rules (the ``loopwarden`` block's rule sections).
+
+    ``LoopGuard`` runs these rules by default whenever detection is ``enabled``; the
+    engine objects of the SPEC 8 API only when a config sets ``rules`` explicitly.
+    """
+
+    sections: Mapping[str, RuleSettings] = field(default_factory=dict)
+    """The sections the config sets, by key; a rule whose section is absent uses its defaults."""
+    wait_seconds: float = 10.0
+    """``waitSeconds``: a call that takes this long (``before_call`` to ``after_call``) is a
+    wait, not a spin: loopwarden's own rules leave its pattern to OpenClaw's thresholds."""
+
+    def get(self, cls: type[R]) -> R:
+        """The settings of the rule whose settings type is ``cls``."""
+        found = self.sections.get(cls.KEY)
+        return found if isinstance(found, cls) else cls()
 
 
 @dataclass(frozen=True)
@@ -223,8 +200,8 @@ class LoopDetectionConfig:
         default_factory=PostCompactionGuardConfig
     )
     """``postCompactionGuard``: the guard armed after a context compaction."""
-    extras: ExtrasConfig | None = None
-    """The runtime guard's extra detectors (``loopwarden`` block), ``None``: not chosen here.
+    rules: Rules | None = None
+    """loopwarden's own rules (``loopwarden`` block); ``None``: not chosen here.
     ``LoopGuard`` fills it from its settings (on by default); the SPEC 8 engine objects
     run them only when it is set."""
     repairs: tuple[str, ...] = field(default=(), compare=False, repr=False)
@@ -328,8 +305,9 @@ class Settings:
     """``telemetry``: ``true``, or ``{enabled, maxToolNames, maxAgents}``."""
     volatile_counters: bool = True
     """``volatileCounters``: mask volatile counters in outcomes before they are compared."""
-    extras: ExtrasConfig = ExtrasConfig()
-    """``consecutiveRepeat``, ``cycle``, ``failureStreak``, ``waitSeconds``."""
+    rules: Rules = Rules()
+    """The sections of loopwarden's own rules (``consecutiveRepeat``, ``cycle``, ...) and
+    ``waitSeconds``."""
 
     def profile_registry(self) -> ProfileRegistry:
         return ProfileRegistry.create(

@@ -14,27 +14,31 @@ from typing import Any
 
 from ..errors import ConfigIssue
 from ..profiles import OutcomeProfile
+from . import rules as _builtin_rules  # noqa: F401  (the built-in sections register on import)
 from .model import (
     BLOCK_KEYS,
-    CYCLE_KEYS,
     DETECTOR_FIELDS,
-    FAILURE_KEYS,
     GUARD_FIELDS,
     PROFILE_KEYS,
-    REPEAT_KEYS,
+    RULE_SETTINGS,
     SETTINGS_KEYS,
     TELEMETRY_KEYS,
-    CycleConfig,
-    ExtrasConfig,
-    FailureStreakConfig,
     PathKey,
-    RepeatConfig,
+    Rules,
+    RuleSettings,
     Settings,
     TelemetrySettings,
     format_path,
 )
 
-__all__ = ["mapping", "validate_block", "validate_settings", "validate_telemetry"]
+__all__ = [
+    "mapping",
+    "rule_settings",
+    "validate_block",
+    "validate_rule",
+    "validate_settings",
+    "validate_telemetry",
+]
 
 
 def _suggest(key: str, allowed: Iterable[str]) -> str:
@@ -205,25 +209,19 @@ def validate_telemetry(value: Any, path: PathKey, issues: list[ConfigIssue]) -> 
     return TelemetrySettings(**kwargs)
 
 
-_DETECTOR_TYPES: dict[str, tuple[type[Any], Mapping[str, str], tuple[str, ...]]] = {
-    # key: (type, its keys, the thresholds that must not decrease in this order)
-    "consecutiveRepeat": (RepeatConfig, REPEAT_KEYS, ("warnAt", "blockAt", "stopAt")),
-    "cycle": (CycleConfig, CYCLE_KEYS, ("warnRounds", "blockRounds")),
-    "failureStreak": (FailureStreakConfig, FAILURE_KEYS, ("warnAt", "blockAt", "stopAt")),
-}
-
-
-def _validate_detector(key: str, value: Any, path: PathKey, issues: list[ConfigIssue]) -> Any:
-    """``true``/``false`` or an object of thresholds for one extra detector."""
-    cls, keys, order = _DETECTOR_TYPES[key]
+def validate_rule(
+    cls: type[RuleSettings], value: Any, path: PathKey, issues: list[ConfigIssue]
+) -> RuleSettings:
+    """One rule's section of the ``loopwarden`` block: ``true``/``false`` or an object."""
     if isinstance(value, bool):
         return cls(enabled=value)
     block = mapping(value, path, issues)
     if block is None:
         return cls()
+    keys = cls.keys()
     kwargs: dict[str, Any] = {}
     for name, item in block.items():
-        sub = (*path, name)
+        sub = (*path, _member(name))
         attr = keys.get(name)
         if attr is None:
             issues.append(ConfigIssue(format_path(sub), _suggest(str(name), keys)))
@@ -235,24 +233,33 @@ def _validate_detector(key: str, value: Any, path: PathKey, issues: list[ConfigI
                 kwargs[attr] = checked
         else:
             checked = _positive_int(item, sub, issues)
-            if checked is not None:
-                if attr == "max_period" and not 2 <= checked <= 8:
-                    issues.append(
-                        ConfigIssue(format_path(sub), f"expected 2 to 8 calls, got {checked}")
-                    )
-                    continue
-                kwargs[attr] = checked
+            if checked is None:
+                continue
+            low, high = cls.bounds(attr)
+            if checked < low or (high is not None and checked > high):
+                upper = "" if high is None else f" to {high}"
+                issues.append(
+                    ConfigIssue(format_path(sub), f"expected {low}{upper}, got {checked}")
+                )
+                continue
+            kwargs[attr] = checked
     made = cls(**kwargs)
-    values = [(name, getattr(made, keys[name])) for name in order]
-    for (low_name, low), (high_name, high) in itertools.pairwise(values):
-        if high < low:
+    values = [(name, getattr(made, keys[name])) for name in cls.ORDER]
+    for (low_name, low_value), (high_name, high_value) in itertools.pairwise(values):
+        if high_value < low_value:
             issues.append(
                 ConfigIssue(
                     format_path((*path, high_name)),
-                    f"{high_name} {high} is below {low_name} {low}; expected " + " <= ".join(order),
+                    f"{high_name} {high_value} is below {low_name} {low_value}; expected "
+                    + " <= ".join(cls.ORDER),
                 )
             )
     return made
+
+
+def rule_settings() -> dict[str, type[RuleSettings]]:
+    """The settings type of every registered rule, by section key."""
+    return RULE_SETTINGS
 
 
 def _positive_number(value: Any, path: PathKey, issues: list[ConfigIssue]) -> float | None:
@@ -279,11 +286,15 @@ def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
     if not block:
         return Settings()
     kwargs: dict[str, Any] = {}
-    extras: dict[str, Any] = {}
+    rules: dict[str, Any] = {}
+    sections: dict[str, RuleSettings] = {}
+    ruled = rule_settings()
     for key, item in block.items():
         sub = (*path, _member(key))
-        if key not in SETTINGS_KEYS:
-            issues.append(ConfigIssue(format_path(sub), _suggest(str(key), SETTINGS_KEYS)))
+        if key not in SETTINGS_KEYS and key not in ruled:
+            issues.append(
+                ConfigIssue(format_path(sub), _suggest(str(key), (*SETTINGS_KEYS, *ruled)))
+            )
         elif item is None:
             continue
         elif key == "sendTools":
@@ -323,10 +334,9 @@ def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
         elif key == "waitSeconds":
             number = _positive_number(item, sub, issues)
             if number is not None:
-                extras["wait_seconds"] = number
-        else:  # consecutiveRepeat, cycle, failureStreak
-            attr = {"consecutiveRepeat": "consecutive_repeat", "failureStreak": "failure_streak"}
-            extras[attr.get(key, key)] = _validate_detector(key, item, sub, issues)
-    if extras:
-        kwargs["extras"] = ExtrasConfig(**extras)
+                rules["wait_seconds"] = number
+        else:  # a rule's section
+            sections[key] = validate_rule(ruled[key], item, sub, issues)
+    if rules or sections:
+        kwargs["rules"] = Rules(sections=sections, **rules)
     return Settings(**kwargs)

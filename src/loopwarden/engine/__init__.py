@@ -2,12 +2,12 @@
 
 ::
 
+    detectors/    every rule as a declared Detector, and the registry and plan that run them
     window.py     RunWindow, Record: one run's records and incremental counts
-    detect.py     Detection, detect_in_window: the SPEC 4 rules in order
     messages.py   every text the model reads
-    compaction.py PostCompactionGuard: the SPEC 5 window after a compaction
-    state.py      RunState (what stores keep per run), Stop
-    runtime.py    before / after / compacted: the SPEC 6 policy, returning a Step
+    compaction.py PostCompactionGuard: the window the seed's guard watches after a compaction
+    state.py      RunState (what stores keep per run, and its codec), Stop
+    runtime.py    before / after / compacted: every rule through one path, returning a Step
     history.py    ToolCallHistory: the SPEC 8 engine API (one window for all runs)
 
 :mod:`loopwarden.guard` drives it: it hashes the inputs, runs a policy
@@ -18,9 +18,9 @@ records, emits events and logs.
 from __future__ import annotations
 
 from .compaction import CompactionVerdict, LogLine, PostCompactionGuard
-from .detect import Detection, detect_in_window
+from .detectors import Detection, Detector, Trigger, register, registered
 from .history import ToolCallHistory
-from .runtime import Decision, Step, after, before, block_result, compacted
+from .runtime import Decision, Step, after, before, compacted
 from .state import RunState, Stop
 from .window import Record, RunWindow
 
@@ -28,6 +28,7 @@ __all__ = [
     "CompactionVerdict",
     "Decision",
     "Detection",
+    "Detector",
     "LogLine",
     "PostCompactionGuard",
     "Record",
@@ -36,9 +37,10 @@ __all__ = [
     "Step",
     "Stop",
     "ToolCallHistory",
+    "Trigger",
     "after",
     "before",
-    "block_result",
     "compacted",
-    "detect_in_window",
+    "register",
+    "registered",
 ]

@@ -153,6 +153,14 @@ class PostCompactionGuard:
             )
         return CompactionVerdict(False, armed, self._remaining, matches, tool, log=log)
 
+    def continues(self, tool: str, args_hash: str, result_hash: str) -> bool:
+        """Armed, and every attempt in the window so far was this call with this result:
+        more of it ends the run."""
+        if self._remaining <= 0:
+            return False
+        triple = (tool, args_hash, result_hash)
+        return all(seen == triple for seen in self._window)
+
     # -- serialisation (for persistent stores) -------------------------------
     def dump(self) -> dict[str, Any]:
         # orjson writes tuples as arrays: no per-item conversion.

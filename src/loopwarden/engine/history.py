@@ -1,4 +1,4 @@
-"""``ToolCallHistory``: the engine-level rolling history of SPEC sections 3, 4 and 8.
+"""``ToolCallHistory``: the engine-level rolling history (OpenClaw's model, the SPEC 8 API).
 
 One window of ``historySize`` records shared by every run (OpenClaw's model),
 with detection scoped to the run being checked. The runtime guard
@@ -6,8 +6,8 @@ with detection scoped to the run being checked. The runtime guard
 
 Built from a bare ``tools.loopDetection`` block it keeps OpenClaw's semantics
 exactly. The runtime guard's additions are switched on explicitly: a config with
-``extras`` (``LoopDetectionConfig(enabled=True, extras=ExtrasConfig())``) runs the
-extra detectors, and a registry with the volatile-counter profile
+``rules`` (``LoopDetectionConfig(enabled=True, rules=Rules())``) runs loopwarden's
+own rules, and a registry with the volatile-counter profile
 (``ProfileRegistry.create(volatile=True)``) masks outcomes before hashing.
 """
 
@@ -27,11 +27,13 @@ from ..hashing import (
     hash_outcome,
     is_known_poll,
     masked_hash,
+    new_source,
 )
 from ..profiles import DEFAULT_REGISTRY, ProfileRegistry
 from ..profiles.volatile import error_excerpt
-from .detect import Detection, detect_in_window
-from .extras import ExtraDetectors, finding_detection, outranks
+from .detectors import Call, Detection, new_observed
+from .runtime import decide, observe, quiet
+from .state import RunState
 from .window import Record, RunWindow
 
 __all__ = ["Record", "ToolCallHistory", "normalize_run_id"]
@@ -72,8 +74,9 @@ class ToolCallHistory:
         self.profiles = profiles if profiles is not None else DEFAULT_REGISTRY
         self.clock = clock
         self._order: deque[Record] = deque()
-        self._windows: dict[str | None, RunWindow] = {}
-        self._extras: dict[str | None, ExtraDetectors] = {}
+        # One state per run: its window (evicted in the history's shared order) and the
+        # state of the rules that keep one.
+        self._runs: dict[str | None, RunState] = {}
 
     def __len__(self) -> int:
         return len(self._order)
@@ -92,31 +95,20 @@ class ToolCallHistory:
         result_hash: str | None,
         unknown_tool_name: str | None,
     ) -> Record:
-        window = self._windows.get(run_id)
-        if window is None:
-            window = self._windows[run_id] = RunWindow(capacity=None)
-        rec = window.add(
+        st = self._runs.get(run_id)
+        if st is None:
+            st = self._runs[run_id] = RunState.new(self.config, RunWindow(capacity=None))
+        rec = st.window.add(
             tool, sig, call_id, result_hash, unknown_tool_name, self.clock(), run_id=run_id
         )
         self._order.append(rec)
         while len(self._order) > self.config.history_size:
             oldest = self._order.popleft()
-            window = self._windows[oldest.run_id]
+            window = self._runs[oldest.run_id].window
             window.evict_oldest()
             if not window.records:
-                del self._windows[oldest.run_id]
-                self._extras.pop(oldest.run_id, None)
+                del self._runs[oldest.run_id]
         return rec
-
-    def _extra(self, run_id: str | None) -> ExtraDetectors | None:
-        """The run's extra detectors, when the config switches them on."""
-        extras = self.config.extras
-        if extras is None or self.config.enabled is not True or not extras.active:
-            return None
-        found = self._extras.get(run_id)
-        if found is None:
-            found = self._extras[run_id] = ExtraDetectors(extras)
-        return found
 
     def record_call(
         self, tool: str, params: Any, call_id: str | None = None, run_id: str | None = None
@@ -152,7 +144,7 @@ class ToolCallHistory:
         if outcome.hash is None:
             return None
         masker = profiles.masker_for(tool)
-        src = (tool, params, result, error, profiles, masker)
+        src = new_source((tool, params, result, error, profiles, masker))
         result_hash = masked_hash(src) if masker is not None else outcome.hash
         failure = failed(src, outcome.is_error)
         return self.record_outcome_hashed(
@@ -181,26 +173,23 @@ class ToolCallHistory:
         params: Any = None,
     ) -> Record:
         """``record_outcome`` with precomputed hashes (``is_error``, ``error`` and ``params``
-        are read by the extra detectors only)."""
+        are read by loopwarden's own rules only)."""
         run = normalize_run_id(run_id)
-        window = self._windows.get(run)
+        st = self._runs.get(run)
         rec = None
-        if window is not None:
-            rec = window.complete_pending(sig, call_id, result_hash, unknown_tool_name)
+        recent = False
+        if st is not None:
+            recent = st.plan.own and st.window.repeats_recent(sig)
+            rec = st.window.complete_pending(sig, call_id, result_hash, unknown_tool_name)
         started = None if rec is None else rec.timestamp
-        if rec is None:
+        if st is None or rec is None:
             rec = self._add(tool, sig, call_id, run, result_hash, unknown_tool_name)
-        extra = self._extra(run)
-        if extra is not None:
-            extra.record(
-                tool,
-                sig,
-                result_hash,
-                is_error=is_error,
-                error=error,
-                duration=None if started is None else self.clock() - started,
-                params=params,
-            )
+            st = self._runs[run]
+        is_error = is_error or unknown_tool_name is not None
+        waited = st.plan.own and quiet(
+            st, sig, None if started is None else self.clock() - started, params, recent or is_error
+        )
+        observe(st, new_observed((tool, sig, result_hash, is_error, error, waited, False)))
         return rec
 
     def detect(self, tool: str, params: Any, run_id: str | None = None) -> Detection | None:
@@ -217,15 +206,10 @@ class ToolCallHistory:
         """``detect`` with a precomputed args hash and poll flag."""
         if self.config.enabled is not True:
             return None
-        run = normalize_run_id(run_id)
-        window = self._windows.get(run)
-        if window is None:
+        st = self._runs.get(normalize_run_id(run_id))
+        if st is None:
             return None
-        det = detect_in_window(window, tool, sig, poll, self.config)
-        extra = self._extra(run)
-        if extra is None:
-            return det
-        found = extra.check(tool, sig, poll)
-        if found is None or not outranks(found, det):
-            return det
-        return finding_detection(found, tool)
+        if poll and st.plan.own:
+            st.note_poll(sig)
+        # OpenClaw's semantics exactly: no arbiter re-decides what the rules found.
+        return decide(st, Call(tool, sig, poll, sig, None), arbitrate=False)

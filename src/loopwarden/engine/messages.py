@@ -12,12 +12,16 @@ __all__ = [
     "RUN_STOPPED",
     "blocked_in_a_row",
     "compaction_abort",
+    "compaction_hold",
+    "consecutive_repeat",
+    "cycle",
     "fail_closed",
+    "failure_streak",
     "generic_repeat",
     "global_breaker",
     "known_poll",
+    "missing_tool",
     "ping_pong",
-    "stop",
     "unknown_tool",
     "unknown_tool_stop",
     "unregistered_tool",
@@ -134,11 +138,6 @@ def unknown_tool_stop(name: str, count: int) -> str:
     )
 
 
-def stop(tool: str, count: int, unknown: bool) -> str:
-    """The text that ends a run: an unknown tool retried, or the global circuit breaker."""
-    return unknown_tool_stop(tool, count) if unknown else global_breaker(tool, count)
-
-
 def compaction_abort(tool: str, count: int, window: int) -> str:
     """SPEC 5: the loop survived a context compaction."""
     return (
@@ -153,4 +152,109 @@ def fail_closed(error: str) -> str:
     return (
         "loopwarden could not check this call and is configured to fail closed, so the "
         f"call was not run ({error}). Try again later or report the problem."
+    )
+
+
+def consecutive_repeat(tool: str, count: int, critical: bool, stop: bool) -> str:
+    """The same call, ``count`` times in a row, with the same result each time."""
+    if stop:
+        return (
+            f"CRITICAL: loopwarden stopped this run: {tool} was called {count} times in a row "
+            "with the same arguments and the same result, and the blocks were ignored."
+        )
+    if critical:
+        return (
+            f"CRITICAL: loopwarden blocked this call: {tool} was called {count} times in a row "
+            "with the same arguments and got the same result each time (line counters, "
+            "timestamps and similar noise ignored). Another try will not help: change the "
+            "arguments, take a different approach, or report that you are stuck. If you are "
+            "waiting for something to finish, wait before checking again (for example "
+            "`sleep 30` in the same command) instead of asking again at once."
+        )
+    return (
+        f"WARNING: {tool} has been called {count} times in a row with the same arguments and "
+        "got the same result each time. Repeating it will not change the result; change the "
+        "arguments or the approach."
+    )
+
+
+def cycle(tools: tuple[str, ...], length: int, critical: bool, stop: bool) -> str:
+    """A round of calls going round again with the same results."""
+    # One tool with different arguments in each position is not a round of tools.
+    names = (
+        f"{len(tools)} {tools[0]} calls with different arguments"
+        if len(set(tools)) == 1
+        else " -> ".join(tools)
+    )
+    if stop:
+        return (
+            f"CRITICAL: loopwarden stopped this run: the last {length} calls went round the "
+            f"same cycle ({names}) with the same results, and the blocks were ignored."
+        )
+    if critical:
+        return (
+            f"CRITICAL: loopwarden blocked this call: the last {length} calls went round the "
+            f"same cycle of {len(tools)} calls ({names}), each returning what it returned the "
+            "round before. Going round again will not help: change the approach or report "
+            "that you are stuck."
+        )
+    return (
+        f"WARNING: the last {length} calls repeat a cycle of {len(tools)} calls ({names}) "
+        "with the same results each round. If this is not moving the task forward, break "
+        "the cycle: change the approach or report the failure."
+    )
+
+
+def failure_streak(tool: str, count: int, critical: bool, stop: bool, common: str | None) -> str:
+    """One tool failing call after call; ``common`` is the error they share (``None``: they
+    differ; ``""``: they agree but the text is not to be quoted)."""
+    same = (
+        ""
+        if common is None
+        else (f' with the same error ("{common}")' if common else " with the same error")
+    )
+    if stop:
+        return (
+            f"CRITICAL: loopwarden stopped this run: the last {count} calls of {tool} all "
+            f"failed{same}, and the blocks were ignored."
+        )
+    if critical:
+        return (
+            f"CRITICAL: loopwarden blocked this call: the last {count} calls of {tool} all "
+            f"failed{same}. Calling {tool} again the same way will fail again: fix the cause "
+            "of the error first, change the approach, use another tool, or report the failure."
+        )
+    return (
+        f"WARNING: the last {count} calls of {tool} all failed{same}. Stop retrying variations "
+        "of the same idea; read the error, change the approach, or report the failure."
+    )
+
+
+def missing_tool(tool: str, count: int, action: str) -> str:
+    """Another rule's finding about a tool that does not exist, worded as what it is."""
+    if action == "stop":
+        return unknown_tool_stop(tool, count)
+    if action == "block":
+        return (
+            f"CRITICAL: loopwarden blocked this call: the tool {tool!r} is not available here "
+            f"and the same call has been made {count} times. Do not call it again; continue "
+            "with the tools you have, or answer without it."
+        )
+    return (
+        f"WARNING: the tool {tool!r} is not available here and has been called {count} "
+        "times. Stop calling it; continue with the tools you have, or answer without it."
+    )
+
+
+def compaction_hold(tool: str, remaining: int) -> str:
+    """A stop held back while the post-compaction guard watches the loop decide it."""
+    more = (
+        "The next identical attempt ends the run."
+        if remaining <= 1
+        else f"{remaining} more identical attempts end the run."
+    )
+    return (
+        f"CRITICAL: loopwarden blocked this call: {tool} keeps returning the same result "
+        f"with the same arguments, and the context compaction did not break the loop. {more} "
+        "Do something different, or report that you are stuck."
     )

@@ -1,68 +1,76 @@
-"""The runtime policy of SPEC section 6, as functions of a run's state.
+"""The runtime policy: every registered rule, run through one path.
 
-:func:`before` decides about a call the model wants to make, :func:`after`
-records its outcome and :func:`compacted` arms the post-compaction guard.
-Each changes only the :class:`~loopwarden.engine.state.RunState` it is given
-and returns a :class:`Step`: what the caller answers, and what it has to do
-once the store has committed the change (emit an event, end the run, write a
-log line). They read no clock (``now`` is an argument) and do no I/O, so a
-store may run them twice for one update (optimistic concurrency) without
-anything happening twice.
+:func:`before` decides about a call the model wants to make, :func:`after` records its
+outcome and :func:`compacted` tells the rules the context was compacted. Each changes
+only the :class:`~loopwarden.engine.state.RunState` it is given and returns a
+:class:`Step`: what the caller answers, and what it has to do once the store has
+committed the change (emit an event, end the run, write a log line). They read no clock
+(``now`` is an argument) and do no I/O, so a store may run them twice for one update
+(optimistic concurrency) without anything happening twice.
 
-Escalation (SPEC 6.2): a warning is delivered once per ``warningThreshold``
-bucket; a critical detection blocks the call and records a veto that repeats
-the stuck outcome, so retrying climbs toward the global circuit breaker, which
-ends the run. Blocks also count toward a stop on their own, whatever the
-detector: the ``globalCircuitBreakerThreshold - criticalThreshold`` blocked calls
-that a repeat climbs through before the breaker, once they come in a row, end
-the run at the next block (a ping-pong or a cycle never fills the window with
-one outcome, so the breaker alone never ends it). Unknown tools (SPEC 6.4) are
-counted against the registered names and blocked past ``unknownToolThreshold``.
+Precedence, before a call (docs/detection.md has the table):
 
-With ``cfg.extras`` set, the extra detectors of :mod:`.extras` run beside the
-SPEC 4 rules (the more severe finding wins; SPEC 4's on a tie), and
-:func:`after` masks volatile counters in an outcome when the same call already
-has an outcome in the window (only then is there anything to compare).
+1. A stopped run refuses every call.
+2. The rules whose triggers hold for the call are asked, in order. Among OpenClaw's
+   rules the first finding wins (OpenClaw's own rule order); among loopwarden's the most
+   severe (a stop over a block over a warning, the earlier on a tie); loopwarden's
+   replaces OpenClaw's only when it is more severe (a block over a warning, a stop over
+   a block; never over the global circuit breaker).
+3. The arbiters re-decide the winner, in order: the unknown-tool rule names a loop on a
+   missing tool as one; blocks in a row turn a block into a stop; the post-compaction
+   guard holds a stop back to a block while it is deciding the same loop itself.
+4. A warning is delivered once per bucket of ``every``; a block records a veto that
+   repeats the blocked pattern's outcome (so retrying climbs on), which every rule
+   observes; a stop ends the run with the rule's name as its code.
+
+After a call, every rule observes the outcome (volatile counters masked first, when the
+call repeats a recent one whose outcome differs); an observer may end the run (the
+post-compaction guard's abort).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from ..hashing import error_text, failed, masked_hash
+from ..hashing import Outcome, OutcomeSource, error_text, failed, is_wait_command, masked_hash
 from ..profiles.volatile import error_excerpt
 from . import messages
 from .compaction import COMPACTION_LOOP_PERSISTED, LogLine
-from .detect import GLOBAL_CIRCUIT_BREAKER, UNKNOWN_TOOL_REPEAT, Detection, detect_in_window
-from .extras import Finding, finding_detection, outranks
+from .detectors import UNKNOWN_TOOL_REPEAT, Call, Detection, Plan, Trigger, Verdict, new_observed
 from .state import MAX_MASKED, RunState, Stop
 
 if TYPE_CHECKING:
-    from ..config import LoopDetectionConfig
-    from ..hashing import Outcome, OutcomeSource
+    from .detectors import Observed
 
 __all__ = [
     "ALLOW",
+    "QUIET",
     "Call",
     "Decision",
     "Done",
     "Step",
     "after",
     "before",
-    "block_result",
     "compacted",
+    "decide",
+    "observe",
 ]
 
 Action = Literal["allow", "warn", "block"]
 EventAction = Literal["warn", "block", "stop", "abort"]
-Call = tuple[str, str, bool, str, "str | None"]
-"""A call about to run: tool name, args hash, poll flag, call key, call id."""
-Done = tuple[str, str, str, "str | None", "Outcome", "OutcomeSource | None"]
-"""A finished call: tool name, args hash, call key, call id, outcome, and what the
-outcome came from (for masking and the extra detectors; ``None`` when only hashes
-are known)."""
+
+
+class Done(NamedTuple):
+    """A finished call, as the engine records it."""
+
+    tool: str
+    sig: str
+    key: str
+    call_id: str | None
+    outcome: Outcome
+    source: OutcomeSource | None
+    """What the outcome came from, for masking and failures (``None``: only hashes known)."""
 
 
 @dataclass(frozen=True)
@@ -87,19 +95,6 @@ class Decision:
     def warned(self) -> bool:
         return self.action == "warn"
 
-    def as_result(self) -> dict[str, Any]:
-        """A blocked call's answer in OpenClaw's tool-result shape (marked as an error)."""
-        return block_result(self.message or "")
-
-
-def block_result(message: str) -> dict[str, Any]:
-    """The tool result a blocked call returns: text for the model plus a loop-veto marker."""
-    return {
-        "content": [{"type": "text", "text": message}],
-        "details": {"status": "blocked", "deniedReason": "tool-loop", "reason": message},
-        "isError": True,
-    }
-
 
 ALLOW = Decision("allow")
 
@@ -110,7 +105,7 @@ class Step(NamedTuple):
     decision: Decision = ALLOW
     """The answer to the call (:func:`before`; ``allow`` for the others)."""
     event: EventAction | None = None
-    """The event to emit: its detection is ``decision.detection``, or ``stop`` for an abort."""
+    """The event to emit: its detection is ``decision.detection``, or the stop's."""
     stop: Stop | None = None
     """Set when the run is over: the caller raises ``stop.error()``."""
     started: bool = False
@@ -130,184 +125,189 @@ QUIET = Step()
 _QUIET_FIRST = Step(started=True)
 _NOT_RECORDED = Step(recorded=False)
 
+# Trigger facts as plain ints: enum flag arithmetic runs Python code.
+_ANY = int(Trigger.ANY)
+_SEEN = int(Trigger.SEEN)
+_PAIRED = int(Trigger.PAIRED)
+_POLL = int(Trigger.POLL)
+_FAILING = int(Trigger.FAILING)
+_MISSING = int(Trigger.MISSING)
+_SEVERITY = {"warning": 1, "critical": 2}
 
-def before(
-    st: RunState,
-    call: Call,
-    cfg: LoopDetectionConfig,
-    tools: Collection[str] | None,
-    now: float,
-) -> Step:
-    """Decide about a call at ``now``; ``tools`` are the run's registered tool names, when
-    known (SPEC 6.4)."""
-    tool, sig, poll, ckey, call_id = call
+
+def _severity(det: Detection) -> tuple[bool, int]:
+    return det.stop, _SEVERITY[det.level]
+
+
+def _outranks(own: Detection, spec: Detection | None) -> bool:
+    """loopwarden's finding replaces OpenClaw's only when it is more severe."""
+    if spec is None:
+        return True
+    if spec.level == "critical":
+        return own.stop and not spec.stop
+    return own.level == "critical"
+
+
+def decide(st: RunState, call: Call, arbitrate: bool = True) -> Detection | None:
+    """The finding for a call about to run, after precedence (``None``: nothing to say).
+    ``arbitrate=False`` leaves out the arbiters (the engine API's OpenClaw semantics)."""
+    window = st.window
+    sig, tool = call.sig, call.tool
+    facts = _ANY
+    if sig in window.sigs:
+        facts |= _SEEN
+    if sig == window.pp_other:
+        facts |= _PAIRED
+    if call.poll:
+        facts |= _POLL
+    if tool == st.failed_tool:
+        facts |= _FAILING
+    unregistered = call.unregistered
+    if unregistered or (unregistered is not None and st.miss_count):
+        facts |= _MISSING
+    else:
+        records = window.records
+        if records:
+            last = records[-1]
+            if last.unknown_tool_name is not None and last.tool_name == tool:
+                facts |= _MISSING
+    plan = st.plan
+    asked = plan.checkers(facts)
+    if not asked:
+        return None
+    detectors = st.detectors
+    openclaw = plan.openclaw
+    spec: Detection | None = None
+    own: Detection | None = None
+    for i in asked:
+        if openclaw[i]:
+            if spec is None:  # OpenClaw's rules: the first that matches decides
+                spec = detectors[i].check(st, call)
+            continue
+        found = detectors[i].check(st, call)
+        if found is not None and (own is None or _severity(found) > _severity(own)):
+            own = found
+    det = own if own is not None and _outranks(own, spec) else spec
+    if det is None or not arbitrate:
+        return det
+    for i in plan.arbiters:
+        det = detectors[i].arbitrate(st, call, det)
+    return det
+
+
+def before(st: RunState, call: Call, now: float) -> Step:
+    """Decide about a call at ``now``."""
     first = not st.started
     st.started = True
     st.updated = now
+    key = call.key
     if st.blocked:
         # A new call under a call id that was blocked before (callers need not
         # report blocked calls back, and scripted models reuse ids).
-        st.blocked.pop(ckey, None)
+        st.blocked.pop(key, None)
     stopped = st.stopped
     if stopped is not None:  # refuse every call of a stopped run the same way
-        st.mark_blocked(ckey)
+        st.mark_blocked(key)
         return Step(
             Decision("block", stopped.message or messages.RUN_STOPPED), None, stopped, first
         )
-    if tools is not None:
-        det = _unknown_guard(st, tool, tool not in tools, cfg)
-        if det is not None:
-            return _block(st, det, tool, sig, ckey, call_id, cfg, first, now)
-    window = st.window
-    if cfg.enabled is True:
-        det = detect_in_window(window, tool, sig, poll, cfg)
-        extra = st.extra
-        # Only a poll, a recent call or the failing tool can continue an extra pattern.
-        if extra is not None and (poll or sig in extra.recent_sigs or tool == extra.fail_tool):
-            found = extra.check(tool, sig, poll)
-            if found is not None and outranks(found, det):
-                return _extra_step(st, found, tool, sig, ckey, call_id, cfg, first, now)
-        if det is not None:
-            if det.level == "critical":
-                return _block(st, det, tool, sig, ckey, call_id, cfg, first, now)
-            st.blocks = 0
-            window.add(tool, sig, call_id, None, None, now)
-            if not st.should_deliver(det.warning_key, det.count, cfg.warning_threshold):
-                return _QUIET_FIRST if first else QUIET
-            st.add_note(ckey, det.message)
-            return Step(Decision("warn", det.message, det), "warn", None, first)
+    if call.poll and st.plan.own:
+        st.note_poll(call.sig)
+    det = decide(st, call)
+    if det is not None and det.level == "critical":
+        return _block(st, call, det, first, now)
     st.blocks = 0
-    window.add(tool, sig, call_id, None, None, now)
-    return _QUIET_FIRST if first else QUIET
-
-
-def _extra_step(
-    st: RunState,
-    found: Finding,
-    tool: str,
-    sig: str,
-    ckey: str,
-    call_id: str | None,
-    cfg: LoopDetectionConfig,
-    first: bool,
-    now: float,
-) -> Step:
-    det = finding_detection(found, tool)
-    if found.level == "critical":
-        return _block(st, det, tool, sig, ckey, call_id, cfg, first, now, found)
-    st.blocks = 0
-    st.window.add(tool, sig, call_id, None, None, now)
-    if not st.should_deliver(found.warning_key, found.count, found.every):
+    st.window.add(call.tool, call.sig, call.call_id, None, None, now)
+    if det is None or not st.should_deliver(det.warning_key, det.count, det.every):
         return _QUIET_FIRST if first else QUIET
-    st.add_note(ckey, found.message)
-    return Step(Decision("warn", found.message, det), "warn", None, first)
+    st.add_note(key, det.message)
+    return Step(Decision("warn", det.message, det), "warn", None, first)
 
 
-def _unknown_guard(
-    st: RunState, tool: str, unknown: bool, cfg: LoopDetectionConfig
-) -> Detection | None:
-    """SPEC 6.4: count consecutive misses of an unregistered name; block past the threshold."""
-    if not unknown:
-        st.miss_name, st.miss_count = None, 0
-        return None
-    prior = st.miss_count if st.miss_name == tool else 0
-    st.miss_name, st.miss_count = tool, prior + 1
-    if prior < cfg.unknown_tool_threshold:
-        return None
-    return Detection(
-        "critical",
-        UNKNOWN_TOOL_REPEAT,
-        prior,
-        messages.unregistered_tool(tool, prior),
-        f"unknown-tool:{tool}:{tool.lower()}",
-        tool_name=tool,
-        unknown_tool_name=tool.lower(),
-    )
+def _block(st: RunState, call: Call, det: Detection, first: bool, now: float) -> Step:
+    tool, sig = call.tool, call.sig
+    # The veto repeats the blocked pattern's outcome, so retrying a blocked call keeps
+    # climbing (and every rule sees the attempt).
+    repeated = st.veto_outcome(sig, det)
+    st.window.add(tool, sig, call.call_id, repeated, det.unknown_tool_name, now, True)
+    st.mark_blocked(call.key)
+    if det.detector != UNKNOWN_TOOL_REPEAT:
+        st.blocks += 1
+    failing = tool == st.failed_tool
+    verdict = observe(st, new_observed((tool, sig, repeated, failing, None, False, True)))
+    log = None if verdict is None else verdict.log
+    if verdict is not None and verdict.stop is not None:
+        ended = verdict.stop
+        stop = st.stopped = Stop(tool, ended.count, ended.detector, ended.message)
+        return Step(Decision("block", ended.message, ended), "abort", stop, first, log=log)
+    if det.stop:
+        stop = st.stopped = Stop(tool, det.count, det.detector, det.log_message or det.message)
+        return Step(Decision("block", det.message, det), "stop", stop, first, log=log)
+    return Step(Decision("block", det.message, det), "block", None, first, log=log)
 
 
-def _block(
-    st: RunState,
-    det: Detection,
-    tool: str,
-    sig: str,
-    ckey: str,
-    call_id: str | None,
-    cfg: LoopDetectionConfig,
-    first: bool,
-    now: float,
-    found: Finding | None = None,
-) -> Step:
-    window = st.window
-    # The veto repeats the blocked pattern's outcome, so retrying a blocked
-    # call keeps climbing toward the circuit breaker (SPEC 6.2).
-    repeated = det.latest_result_hash or window.no_progress(sig)[1] or "veto"
-    window.add(tool, sig, call_id, repeated, det.unknown_tool_name, now, True)
-    st.mark_blocked(ckey)
-    extra = st.extra
-    if extra is not None:
-        extra.veto(tool, sig, repeated)
-    unknown = det.detector == UNKNOWN_TOOL_REPEAT
-    # Blocks that end the run: the global breaker, unknown-tool retries that reach
-    # it, an extra detector whose blocks were ignored, and any run whose calls
-    # keep being blocked (issue 12: a ping-pong or a cycle never reaches the breaker).
-    if unknown:
-        ends = det.count >= max(cfg.global_circuit_breaker_threshold, cfg.unknown_tool_threshold)
-        reason = None
-    else:
-        in_a_row = st.blocks
-        st.blocks = in_a_row + 1
-        ends = (
-            det.detector == GLOBAL_CIRCUIT_BREAKER
-            or (found is not None and found.stop)
-            or in_a_row >= cfg.global_circuit_breaker_threshold - cfg.critical_threshold
-        )
-        reason = (
-            None
-            if det.detector == GLOBAL_CIRCUIT_BREAKER or (found is not None and found.stop)
-            else in_a_row
-        )
-    if not ends:
-        message = found.message if found is not None else det.message
-        return Step(Decision("block", message, det), "block", None, first)
-    if reason is not None:
-        message = messages.blocked_in_a_row(tool, reason, det.detector)
-        stop = st.stopped = Stop(tool, reason, det.detector, message)
-    elif found is not None:
-        message = found.log_message
-        stop = st.stopped = Stop(tool, det.count, det.detector, message)
-    else:
-        message = messages.stop(det.unknown_tool_name or tool, det.count, unknown)
-        stop = st.stopped = Stop(tool, det.count, det.detector, message)
-    return Step(Decision("block", message, det), "stop", stop, first)
+def observe(st: RunState, ev: Observed) -> Verdict | None:
+    """Show every rule a finished (or blocked) call; the first verdict that ends the run
+    wins, and the engine's facts move on."""
+    plan = st.plan
+    detectors = st.detectors
+    verdict: Verdict | None = None
+    for i in plan.observers:
+        found = detectors[i].observe(st, ev)
+        if found is not None and (verdict is None or verdict.stop is None):
+            verdict = found
+    failed_tool = st.failed_tool
+    if plan.failure_observers and (ev.is_error or failed_tool is not None):
+        for i in plan.failure_observers:
+            found = detectors[i].observe(st, ev)
+            if found is not None and (verdict is None or verdict.stop is None):
+                verdict = found
+    if ev.is_error:
+        st.failed_tool = ev.tool
+    elif failed_tool is not None and (ev.veto or ev.outcome is not None or ev.tool != failed_tool):
+        st.failed_tool = None
+    return verdict
+
+
+def quiet(
+    st: RunState, sig: str, duration: float | None, params: object, read_command: bool
+) -> bool:
+    """Whether a finished call looked like a wait: it took ``waitSeconds`` or longer, it is
+    a poll the run made, or (when ``read_command``) its command sleeps, watches or waits."""
+    if duration is not None and duration >= st.plan.wait_seconds:
+        return True
+    if st.polls and sig in st.polls:
+        return True
+    return read_command and params is not None and is_wait_command(params)
 
 
 def after(st: RunState, done: Done, now: float) -> Step:
     """Record a call's outcome (its hash ``None``: nothing to compare) at ``now``."""
-    tool, sig, ckey, call_id, outcome, src = done
-    if st.blocked and st.blocked.pop(ckey, None) is not None:
+    tool, sig, key, call_id, outcome, src = done
+    if st.blocked and st.blocked.pop(key, None) is not None:
         return _NOT_RECORDED  # a blocked call's answer is not an outcome
-    note = st.notes.pop(ckey, None) if st.notes else None
+    note = st.notes.pop(key, None) if st.notes else None
     result_hash = outcome.hash
-    extra = st.extra
+    plan: Plan = st.plan
     if result_hash is None:
-        if extra is not None:
-            extra.finished(tool, sig, None, False, None, None, None)
+        observe(st, new_observed((tool, sig, None, False, None, False, False)))
         return QUIET if note is None else Step(note=note)
     window = st.window
+    recent = plan.own and window.repeats_recent(sig)
     masked = None
     # Masked only when the call has an earlier, different outcome to compare with, and
-    # (with the extra detectors) is one of the last few calls: a counter loop repeats
-    # at once, and masking a long output costs several times hashing it.
-    if src is not None and src[5] is not None and (extra is None or sig in extra.recent_sigs):
+    # (with loopwarden's rules) repeats a recent call: a counter loop repeats at once,
+    # and masking a long output costs several times hashing it.
+    if src is not None and src.masker is not None and (recent or not plan.own):
         stats = window.sigs.get(sig)
         if stats is not None and stats.hashed and stats.latest != result_hash:
-            key = (tool, result_hash)
-            masked = st.masked.get(key)
+            memo = (tool, result_hash)
+            masked = st.masked.get(memo)
             if masked is None:
                 masked = masked_hash(src) or result_hash
                 if len(st.masked) >= MAX_MASKED:
                     st.masked.clear()
-                st.masked[key] = masked
+                st.masked[memo] = masked
             if masked == result_hash:
                 masked = None
             else:
@@ -316,29 +316,28 @@ def after(st: RunState, done: Done, now: float) -> Step:
     rec = window.complete_pending(sig, call_id, result_hash, unknown)
     if rec is None:
         window.add(tool, sig, call_id, result_hash, unknown, now)
-    if extra is not None:
-        is_error = outcome.is_error
-        error = None
-        if src is not None and extra.failure is not None:
-            is_error = failed(src, is_error)
-            if is_error:
-                error = error_excerpt(error_text(src))
-        extra.finished(
-            tool,
-            sig,
-            result_hash,
-            is_error,
-            error,
-            None if rec is None else now - rec.timestamp,
-            None if src is None else src[1],
-        )
-    guard = st.guard
-    if st.stopped is None and guard.enabled:
-        verdict = guard.step(tool, sig, result_hash)
-        if verdict.should_abort:
-            message = verdict.message or ""
-            stop = st.stopped = Stop(tool, verdict.count, COMPACTION_LOOP_PERSISTED, message)
-            return Step(event="abort", stop=stop, note=note, log=verdict.log, outcome_hash=masked)
+    is_error = outcome.is_error or unknown is not None
+    error = None
+    if src is not None and plan.errors:
+        is_error = failed(src, is_error)
+        if is_error:
+            error = error_excerpt(error_text(src))
+    # A command is read for a wait only where it can matter: a call that repeats a recent
+    # one, or a failure (a server that is still starting fails while the agent waits).
+    waited = plan.own and quiet(
+        st,
+        sig,
+        None if rec is None else now - rec.timestamp,
+        None if src is None else src.params,
+        recent or is_error,
+    )
+    verdict = observe(st, new_observed((tool, sig, result_hash, is_error, error, waited, False)))
+    if verdict is not None:
+        ended = verdict.stop
+        if ended is not None:
+            stop = st.stopped = Stop(tool, ended.count, ended.detector, ended.message)
+            event: EventAction = "abort" if ended.detector == COMPACTION_LOOP_PERSISTED else "stop"
+            return Step(event=event, stop=stop, note=note, log=verdict.log, outcome_hash=masked)
         if verdict.log is not None:
             return Step(note=note, log=verdict.log, outcome_hash=masked)
     if masked is not None:
@@ -347,5 +346,11 @@ def after(st: RunState, done: Done, now: float) -> Step:
 
 
 def compacted(st: RunState) -> LogLine | None:
-    """The runner compacted the context and retries: arm the post-compaction guard."""
-    return st.guard.open()
+    """The runner compacted the context and retries: tell the rules (the post-compaction
+    guard arms)."""
+    line = None
+    for i in st.plan.compactors:
+        found = st.detectors[i].compacted(st)
+        if found is not None:
+            line = found
+    return line

@@ -2,8 +2,9 @@
 
 Everything the runtime guard knows about one run lives in a :class:`RunState`:
 the rolling window, delivered-warning buckets, pending notes, the
-post-compaction guard, the unknown-tool streak and whether the run was stopped.
-Stores keep these objects (memory) or their bytes (SQLite, Redis).
+post-compaction guard, the state of each rule that keeps one, and whether the run
+was stopped. Stores keep these objects (memory) or their bytes (SQLite, Redis);
+the codec is :meth:`RunState.to_parts` / :meth:`RunState.from_bytes`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import orjson
 from .._util import bounded_set
 from ..errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
 from .compaction import PostCompactionGuard
-from .extras import ExtraDetectors
+from .detectors import Detection, Plan, plan_for
 from .window import RunWindow
 
 if TYPE_CHECKING:
@@ -25,12 +26,14 @@ if TYPE_CHECKING:
 
 __all__ = ["RunState", "Stop"]
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 # Bounded per-run tables: they must not grow with a long run.
 MAX_WARNING_KEYS = 256
 MAX_CALL_KEYS = 64
 MAX_MASKED = 64
 """Raw outcome hashes whose masked hash is remembered (in memory only, a cache)."""
+MAX_POLL_SIGS = 16
+"""Poll call signatures remembered per run."""
 
 
 @dataclass(frozen=True)
@@ -39,64 +42,83 @@ class Stop:
 
     tool: str
     count: int
-    detector: str
-    """``global_circuit_breaker``, ``unknown_tool_repeat`` or ``compaction_loop_persisted``."""
+    code: str
+    """The rule that ended the run (its name): ``consecutive_repeat``, ``cycle``,
+    ``failure_streak``, ``blocks_in_a_row``, ``unknown_tool_repeat``,
+    ``global_circuit_breaker`` or ``compaction_loop_persisted``."""
     message: str
 
     def error(self) -> LoopAbort:
         """The exception that ends the run."""
-        cls = (
-            CompactionLoopPersisted
-            if self.detector == CompactionLoopPersisted.code
-            else CircuitBreakerTripped
+        if self.code == CompactionLoopPersisted.code:
+            return CompactionLoopPersisted(self.message, tool_name=self.tool, count=self.count)
+        return CircuitBreakerTripped(
+            self.message, tool_name=self.tool, count=self.count, detector=self.code
         )
-        return cls(self.message, tool_name=self.tool, count=self.count, detector=self.detector)
 
     def to_json(self) -> dict[str, Any]:
-        """The mapping form run states store (and older versions wrote)."""
         return asdict(self)
 
     @classmethod
     def from_json(cls, raw: Any) -> Stop:
-        return cls(str(raw["tool"]), int(raw["count"]), str(raw["detector"]), str(raw["message"]))
+        return cls(str(raw["tool"]), int(raw["count"]), str(raw["code"]), str(raw["message"]))
 
 
 class RunState:
-    """The guard's memory of one run."""
+    """The guard's memory of one run.
+
+    Besides the window and the post-compaction guard, the engine keeps a few facts every
+    rule may read: the unknown-tool miss streak, blocked calls in a row, the tool whose
+    newest outcome failed and the run's recent poll signatures. Each rule that keeps state
+    of its own has its object in ``detectors`` (in the order of ``plan.detectors``).
+    """
 
     __slots__ = (
         "blocked",
         "blocks",
         "buckets",
         "detached",
-        "extra",
+        "detectors",
+        "failed_tool",
         "guard",
         "lock",
         "masked",
         "miss_count",
         "miss_name",
         "notes",
+        "plan",
+        "polls",
         "started",
         "stopped",
         "updated",
         "window",
     )
 
-    def __init__(self, window: RunWindow, guard: PostCompactionGuard, updated: float = 0.0) -> None:
+    def __init__(
+        self, window: RunWindow, guard: PostCompactionGuard, plan: Plan, updated: float = 0.0
+    ) -> None:
         self.window = window
         self.guard = guard
         """The post-compaction guard of the run."""
+        self.plan = plan
+        """The rules of the run's config."""
+        self.detectors = plan.fresh()
+        """The run's rule objects, in the order of ``plan.detectors``."""
         self.buckets: dict[str, int] = {}
         self.notes: dict[str, str] = {}
         self.blocked: dict[str, bool] = {}
         self.miss_name: str | None = None
         self.miss_count = 0
+        """Consecutive calls of ``miss_name``, a tool the run's registered tools do not name."""
         self.stopped: Stop | None = None
         self.started = False
         self.blocks = 0
-        """Calls blocked in a row (unknown-tool blocks aside): enough of them stop the run."""
-        self.extra: ExtraDetectors | None = None
-        """The runtime guard's extra detectors (issue 9), when the config has them on."""
+        """Calls blocked in a row (unknown-tool blocks aside)."""
+        self.failed_tool: str | None = None
+        """The tool whose outcome, the newest of the run, was a failure (vetoes of a failing
+        tool keep it)."""
+        self.polls: list[str] = []
+        """Signatures of the run's recent known-poll calls (waits, not spins)."""
         self.masked: dict[tuple[str, str], str] = {}
         """(tool, raw outcome hash) -> masked hash; a cache, rebuilt after a reload."""
         self.updated = updated
@@ -109,19 +131,16 @@ class RunState:
 
     @classmethod
     def new(cls, config: LoopDetectionConfig, window: RunWindow | None = None) -> RunState:
-        state = cls(
+        return cls(
             window if window is not None else RunWindow(capacity=config.history_size),
             PostCompactionGuard(
                 config.post_compaction_guard.window_size, enabled=config.enabled is not False
             ),
+            plan_for(config),
         )
-        extras = config.extras
-        if extras is not None and config.enabled is True and extras.active:
-            state.extra = ExtraDetectors(extras)
-        return state
 
     def should_deliver(self, key: str, count: int, every: int) -> bool:
-        """Bucketed warning delivery: at ``every``, ``2*every``, ... per key (SPEC 6.3)."""
+        """Bucketed warning delivery: at ``every``, ``2*every``, ... per key."""
         bucket = count // every
         if bucket <= self.buckets.get(key, 0):
             return False
@@ -134,6 +153,17 @@ class RunState:
 
     def mark_blocked(self, call_key: str) -> None:
         bounded_set(self.blocked, call_key, True, MAX_CALL_KEYS)
+
+    def note_poll(self, sig: str) -> None:
+        polls = self.polls
+        if sig not in polls:
+            polls.append(sig)
+            if len(polls) > MAX_POLL_SIGS:
+                del polls[0]
+
+    def veto_outcome(self, sig: str, det: Detection) -> str:
+        """The outcome a block of ``sig`` for ``det`` records: the one the pattern repeats."""
+        return det.latest_result_hash or self.window.no_progress(sig)[1] or "veto"
 
     # -- serialisation -----------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -154,7 +184,9 @@ class RunState:
                 "st": self.started,
                 "u": self.updated,
                 "k": self.blocks,
-                "e": None if self.extra is None else self.extra.dump(),
+                "f": self.failed_tool,
+                "p": self.polls,
+                "d": {det.name: det.dump() for det in self.detectors if det.stateful},
             }
         )
         # The window is most of the state: spliced in from its incrementally kept rows.
@@ -162,7 +194,7 @@ class RunState:
 
     @classmethod
     def from_bytes(cls, data: bytes, config: LoopDetectionConfig) -> RunState:
-        """Rebuild a state; the current config decides window size and guard settings."""
+        """Rebuild a state; the current config decides window size and the rules."""
         raw = orjson.loads(data)
         if not isinstance(raw, dict) or raw.get("v") != STATE_VERSION:
             raise ValueError(
@@ -176,10 +208,13 @@ class RunState:
         state.miss_name, state.miss_count = raw["m"][0], int(raw["m"][1])
         stopped = raw["s"]
         state.stopped = None if stopped is None else Stop.from_json(stopped)
-        state.started = bool(raw.get("st", False))
+        state.started = bool(raw["st"])
         state.updated = float(raw["u"])
-        state.blocks = int(raw.get("k", 0))
-        extra = raw.get("e")
-        if state.extra is not None and extra is not None:
-            state.extra.load(extra)
+        state.blocks = int(raw["k"])
+        state.failed_tool = raw["f"]
+        state.polls = [str(p) for p in raw["p"]][-MAX_POLL_SIGS:]
+        kept = raw["d"]
+        for det in state.detectors:
+            if det.stateful and det.name in kept:
+                det.load(kept[det.name])
         return state

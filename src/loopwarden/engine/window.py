@@ -34,6 +34,8 @@ __all__ = ["Record", "RunWindow", "SigStats"]
 # Records and signature counters are created for every call: built with
 # object.__new__ and slot stores, which skips one Python frame per object.
 _new = object.__new__
+RECENT_CALLS = 5
+"""How far back a call may repeat another and still count as repeating a recent one."""
 
 
 class Record:
@@ -164,7 +166,7 @@ class RunWindow:
         self.pp_last_tool: str | None = None
         self.pp_other: str | None = None
         self.pp_tail = 0
-        # Encoded rows for dump_bytes(), kept once it is first asked for: None, or
+        # Encoded rows for dump_parts(), kept once it is first asked for: None, or
         # one bytes per record, with records added or completed since in _dirty.
         self._enc: deque[bytes] | None = None
         self._dirty: list[Record] = []
@@ -326,6 +328,16 @@ class RunWindow:
             return 0, None
         return sig.streak, sig.latest
 
+    def repeats_recent(self, sig: str) -> bool:
+        """The signature's newest outcome is among the newest ``RECENT_CALLS`` calls before
+        the current one: the call repeats a recent one (a wait or a counter may matter)."""
+        stats = self.sigs.get(sig)
+        return (
+            stats is not None
+            and stats.hashed > 0
+            and self._next_seq - stats.newest_seq <= RECENT_CALLS + 1
+        )
+
     def pp_evidence(self, tail: int) -> bool:
         """Every tail record has an outcome and each side kept one outcome hash."""
         newest = reversed(self.records)
@@ -345,14 +357,10 @@ class RunWindow:
     def dump(self) -> list[list[Any]]:
         return [_row(r) for r in self.records]
 
-    def dump_bytes(self) -> bytes:
-        """:meth:`dump` as JSON. Each row is encoded once while this window lives,
-        so a store that keeps the state between writes (Redis) pays per step for
-        the new rows only, not for the whole window."""
-        return b"".join(self.dump_parts())
-
     def dump_parts(self) -> list[bytes]:
-        """:meth:`dump_bytes` in pieces, for a writer that joins them once."""
+        """:meth:`dump` as pieces of JSON, for a writer that joins them once. Each row is
+        encoded once while this window lives, so a store that keeps the state between
+        writes (Redis) pays per step for the new rows only, not for the whole window."""
         enc = self._enc
         records = self.records
         if enc is None:

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from .._logging import logger
-from ..engine.detect import UNKNOWN_TOOL_REPEAT
+from ..engine.detectors import UNKNOWN_TOOL_REPEAT
 from ..errors import ConfigError, LoopAbort
 from ..guard import Decision, RunGuard
 from .agents import ADAPTERS, Adapter, BatchEntry, Kind

@@ -19,15 +19,12 @@ integration needs, written once::
 from __future__ import annotations
 
 import importlib
-import json
 import threading
-import warnings
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any, Generic, NamedTuple, TypeVar
 
-import orjson
-
+from .._util import parse_arguments
 from ..config import ConfigSource
 from ..engine.runtime import Decision
 from ..errors import LoopAbort
@@ -65,24 +62,8 @@ def require(module: str, extra: str) -> ModuleType:
         ) from exc
 
 
-def resolve_guard(
-    config_or_guard: LoopGuard | ConfigSource = None, *, owner: str = "", **kwargs: Any
-) -> LoopGuard:
-    """Accept a ready :class:`LoopGuard`, or anything :func:`load_config` accepts.
-
-    ``guard=`` is the old name of the first argument of two integrations; it
-    still works, with a DeprecationWarning naming ``owner``.
-    """
-    if "guard" in kwargs:
-        old = kwargs.pop("guard")
-        warnings.warn(
-            f"{owner}(guard=...) is deprecated; pass it as the first argument "
-            "(config_or_guard=...)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        if config_or_guard is None:
-            config_or_guard = old
+def resolve_guard(config_or_guard: LoopGuard | ConfigSource = None, **kwargs: Any) -> LoopGuard:
+    """Accept a ready :class:`LoopGuard`, or anything :func:`load_config` accepts."""
     if isinstance(config_or_guard, LoopGuard):
         if kwargs:
             raise TypeError(
@@ -250,20 +231,3 @@ def append_note(text: str, note: str | None) -> str:
     if not note:
         return text
     return f"{text}\n\n{note}" if text else note
-
-
-def parse_arguments(arguments: Any) -> Any:
-    """Tool arguments that arrive as a JSON string, parsed so that equal calls hash equal.
-
-    A string that is not JSON is returned unchanged.
-    """
-    if isinstance(arguments, (str, bytes, bytearray)):
-        try:
-            return orjson.loads(arguments)  # several times faster than json
-        except (orjson.JSONDecodeError, TypeError):
-            pass
-        try:  # what orjson refuses: NaN literals, integers beyond 64 bits
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments

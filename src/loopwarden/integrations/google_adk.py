@@ -180,7 +180,7 @@ class LoopGuardPlugin(BasePlugin):
         **guard_kwargs: Any,
     ) -> None:
         super().__init__(name=name)
-        self.guard = resolve_guard(config_or_guard, owner="LoopGuardPlugin", **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
         # An in-process store never waits: on the per-call path the plain methods
         # spare the coroutine layers of their async twins.

@@ -233,7 +233,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
                 response_metadata={
                     "loopwarden": {
                         "action": "stop",
-                        "detector": stopped["detector"],
+                        "detector": stopped["code"],
                         "count": stopped["count"],
                     }
                 },

@@ -225,7 +225,7 @@ class LoopGuardForAgents:
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
-        self.guard = resolve_guard(config_or_guard, owner="LoopGuardForAgents", **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
         # An in-process store never waits: on the per-call path the plain methods
         # spare the coroutine layers of their async twins.

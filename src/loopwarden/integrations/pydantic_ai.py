@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._logging import logger
 from ..config import ConfigSource
+from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
 from ..hashing import ToolOutcome
 from ._base import aguarded_call, append_note, parse_arguments, require, resolve_guard
@@ -97,7 +98,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
         agent_id: str | None = None,
         **guard_kwargs: Any,
     ) -> None:
-        self.guard = resolve_guard(config_or_guard, owner="LoopGuardCapability", **guard_kwargs)
+        self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id
         # Per-run fields, set on the copy that for_run() returns.
         self._run: RunGuard | None = None
@@ -158,7 +159,12 @@ class LoopGuardCapability(AbstractCapability[Any]):
         if compacted:
             await run.aon_compaction()
         for call in unknown:
-            await self._unknown_call(ctx, run, call)
+            try:
+                await self._unknown_call(ctx, run, call)
+            except LoopAbort:
+                raise
+            except Exception:
+                logger.exception("loopwarden could not guard a call of an unknown tool")
         return response
 
     def _unknown_calls(

@@ -40,7 +40,14 @@ if TYPE_CHECKING:
     from ..config import LoopDetectionConfig
     from ..engine.state import RunState
 
-__all__ = ["BaseStore", "InProcess", "Inspectable", "SideRecords", "Store"]
+__all__ = [
+    "BaseStore",
+    "InProcess",
+    "Inspectable",
+    "SideRecords",
+    "Store",
+    "decode_state",
+]
 
 T = TypeVar("T")
 S = TypeVar("S", bound="BaseStore")
@@ -135,3 +142,22 @@ class BaseStore(Store):
         """Close from async code: a store whose connections belong to the running event
         loop releases them there (the default simply closes)."""
         self.close()
+
+
+def decode_state(data: bytes, config: LoopDetectionConfig, key: str, where: object) -> RunState:
+    """A stored run state, or a fresh one when the bytes cannot be read (written by another
+    state version, damaged): one unreadable state must not wedge its run forever, so it
+    starts afresh and a warning says so (``where`` names the store)."""
+    from .._logging import logger
+    from ..engine.state import RunState
+
+    try:
+        return RunState.from_bytes(data, config)
+    except Exception as exc:
+        logger.warning(
+            "loopwarden state of run %r in %s is unreadable (%s); starting it afresh",
+            key.rsplit("\x1f", 1)[-1],
+            where,
+            str(exc) or type(exc).__name__,
+        )
+        return RunState.new(config)

@@ -37,7 +37,7 @@ from ..engine.state import RunState
 from ..errors import ConfigError, StoreError
 from . import _redis_cas as cas
 from ._redis_url import build_client, key_part, parse_url, redact, validate_prefix
-from .base import BaseStore, Inspectable, SideRecords
+from .base import BaseStore, Inspectable, SideRecords, decode_state
 
 try:
     import redis.exceptions as _rex
@@ -418,19 +418,12 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
 
     def _decoder(self, key: str, config: LoopDetectionConfig) -> Callable[[bytes], RunState]:
         def decode(data: bytes) -> RunState:
-            try:
-                if data[:1] == b"x":  # a zlib stream; plain states start with "{"
+            if data[:1] == b"x":  # a zlib stream; plain states start with "{"
+                try:
                     data = zlib.decompress(data)
-                return RunState.from_bytes(data, config)
-            except Exception as exc:
-                # One unreadable state must not wedge the run forever.
-                logger.warning(
-                    "loopwarden state of run %r in %s is unreadable (%s); starting it afresh",
-                    key.rsplit("\x1f", 1)[-1],
-                    self.url,
-                    exc,
-                )
-                return RunState.new(config)
+                except zlib.error:
+                    data = b""  # unreadable: decode_state starts the run afresh
+            return decode_state(data, config, key, self.url)
 
         return decode
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, unquote
 
-from .._logging import logger
 from ..config import DEFAULT_STATE_TTL_SECONDS, LoopDetectionConfig
 from ..engine.state import RunState
 from ..errors import ConfigError, StoreError
@@ -37,7 +36,7 @@ from ._sqlite_file import (
     default_state_path,
     rollback,
 )
-from .base import BaseStore, Inspectable, SideRecords
+from .base import BaseStore, Inspectable, SideRecords, decode_state
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "default_state_path"]
 
@@ -46,10 +45,6 @@ T = TypeVar("T")
 _EXPIRE_BATCH = 200
 # Also clean up every Nth transaction of a long-lived process.
 _EXPIRE_EVERY = 512
-
-
-def _describe(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
 
 
 class SQLiteStore(BaseStore, SideRecords, Inspectable):
@@ -133,10 +128,11 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
         """Load (or create) the state of ``key``, apply ``fn``, save it: one transaction."""
         with self._file.immediate("update run state") as conn:
             row = conn.execute("SELECT state FROM runs WHERE key = ?", (key,)).fetchone()
-            state = self._load(row[0], config, key) if row is not None else None
-            created = state is None
-            if state is None:
+            created = row is None
+            if created:
                 state = RunState.new(config)
+            else:
+                state = decode_state(row[0], config, key, self.path)
             now = self.clock()
             state.updated = now
             result = fn(state)
@@ -156,20 +152,6 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
         import asyncio
 
         return await asyncio.to_thread(self.transact, key, config, fn)
-
-    def _load(self, blob: bytes, config: LoopDetectionConfig, key: str) -> RunState | None:
-        try:
-            return RunState.from_bytes(blob, config)
-        except Exception as exc:
-            # One unreadable row (e.g. written by another state format) must not
-            # wedge the run forever: start it afresh and say so.
-            logger.warning(
-                "loopwarden state of run %r in %s is unreadable (%s); starting it afresh",
-                key.rsplit("\x1f", 1)[-1],
-                self.path,
-                _describe(exc),
-            )
-            return None
 
     def _expire(self, conn: sqlite3.Connection, now: float) -> None:
         limit = now - self.ttl_seconds
@@ -197,7 +179,7 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
             )
         except sqlite3.Error as exc:
             raise self._file.error("read run state", exc) from None
-        return None if row is None else self._load(row[0], config, key)
+        return None if row is None else decode_state(row[0], config, key, self.path)
 
     def keys(self) -> list[str]:
         """Keys of the stored runs (for inspection and tests)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..errors import CircuitBreakerTripped
 from ..events import LoopEvent
 
 # -- GenAI semantic conventions (status: Development) -------------------------------
@@ -72,8 +71,6 @@ DURATION_BUCKETS = (
 OVERFLOW = "_other"
 """Label value that stands for every tool name (or agent) past the cardinality cap."""
 
-_STOP_CODE = CircuitBreakerTripped.code
-
 
 def event_name(event: LoopEvent) -> str:
     """``loopwarden.warn``, ``loopwarden.block``, ``loopwarden.stop`` or ``loopwarden.abort``."""
@@ -82,10 +79,8 @@ def event_name(event: LoopEvent) -> str:
 
 def stop_code(event: LoopEvent) -> str | None:
     """The machine-readable code of the run's end, for ``stop`` and ``abort`` events."""
-    if event.action == "stop":
-        return _STOP_CODE  # every stop raises CircuitBreakerTripped
-    if event.action == "abort":
-        return event.detector  # an abort event's detector is its exception's code
+    if event.action in ("stop", "abort"):
+        return event.detector  # the rule that ended the run: its exception's code
     return None
 
 

@@ -1,12 +1,13 @@
 """The guard of one run when telemetry is on: every entry point counted and timed.
 
-:class:`Traced` is mixed into :class:`~loopwarden.guard.RunGuard` (by
-``loopwarden.guard``, which keeps this package from importing the driver)
-rather than a branch inside it, so that a guard without telemetry runs
-exactly the code it ran before. Each method first runs the ``RunGuard`` one, which commits the store
-transaction and then writes the run record and emits the events (the span
-events among them, through :meth:`Telemetry.on_event`) in the caller's
-thread or task, where the framework's tool span is current. Only then is the
+:class:`Traced` is mixed into :class:`~loopwarden.guard.RunGuard` by
+``loopwarden.guard`` (this module never imports the driver: it names what it
+needs of it in :class:`_Driver`) rather than a branch inside it, so that a
+guard without telemetry runs exactly the code it ran before. Each method first
+runs the ``RunGuard`` one, which commits the store transaction and then
+writes the run record and emits the events (the span events among them,
+through :meth:`Telemetry.on_event`) in the caller's thread or task, where the
+framework's tool span is current. Only then is the
 call counted and timed here, outside any transaction, so a store that runs a
 transaction twice still counts each call once.
 
@@ -20,6 +21,7 @@ helper makes a new run object for every event of the same run.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from itertools import islice
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -30,14 +32,67 @@ from ..errors import LoopAbort
 from ..hashing import MISSING
 
 if TYPE_CHECKING:
-    from ..guard import RunGuard as _Base
     from ._core import Telemetry
-else:
-    _Base = object
 
 __all__ = ["Traced"]
 
 _MAX_OPEN = 1024  # calls whose outcome never came; the oldest half is dropped past this
+
+
+class _Driver:
+    """What :class:`Traced` needs of the run guard it is mixed into (for the type checker
+    only: at run time the guard itself is the next class in line)."""
+
+    agent_id: str | None
+    key: str
+    _off: bool
+
+    def __init__(self, guard: Any, **kwargs: Any) -> None:
+        raise NotImplementedError
+
+    def before_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
+        raise NotImplementedError
+
+    async def abefore_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
+        raise NotImplementedError
+
+    def before_call_hashed(
+        self, tool: str, args_hash: str, *, call_id: str | None = None, poll: bool = False
+    ) -> Decision:
+        raise NotImplementedError
+
+    def after_call(
+        self,
+        tool: str,
+        params: Any,
+        call_id: str | None = None,
+        *,
+        result: Any = MISSING,
+        error: Any = MISSING,
+    ) -> str | None:
+        raise NotImplementedError
+
+    async def aafter_call(
+        self,
+        tool: str,
+        params: Any,
+        call_id: str | None = None,
+        *,
+        result: Any = MISSING,
+        error: Any = MISSING,
+    ) -> str | None:
+        raise NotImplementedError
+
+    def after_call_hashed(
+        self, tool: str, args_hash: str, outcome_hash: str | None, **kwargs: Any
+    ) -> str | None:
+        raise NotImplementedError
+
+
+if TYPE_CHECKING:
+    _Base = _Driver
+else:
+    _Base = object
 
 
 def _name(tool: Any) -> str:
@@ -45,7 +100,7 @@ def _name(tool: Any) -> str:
 
 
 class Traced(_Base):
-    """Mixed into :class:`RunGuard`: reports each call to its guard's :class:`Telemetry`."""
+    """Mixed into the run guard: reports each call to its guard's :class:`Telemetry`."""
 
     def __init__(self, guard: Any, **kwargs: Any) -> None:
         super().__init__(guard, **kwargs)
@@ -88,32 +143,44 @@ class Traced(_Base):
         except Exception:
             logger.exception("loopwarden telemetry failed to record an outcome")
 
-    # -- the entry points ------------------------------------------------------------
-    def before_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
-        if self._off:
-            return ALLOW
-        key = call_id if call_id is not None else (tool, id(params))
+    def _timed(self, check: Callable[[], Decision], tool: Any, key: Any) -> Decision:
         start = perf_counter()
         try:
-            decision = super().before_call(tool, params, call_id)
+            decision = check()
         except LoopAbort:  # the run ends: counted as a call that was not run
             self._checked("block", tool, key, perf_counter() - start)
             raise
         self._checked(decision.action, tool, key, perf_counter() - start)
         return decision
 
-    async def abefore_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
-        if self._off:
-            return ALLOW
-        key = call_id if call_id is not None else (tool, id(params))
+    async def _atimed(
+        self, check: Callable[[], Awaitable[Decision]], tool: Any, key: Any
+    ) -> Decision:
         start = perf_counter()
         try:
-            decision = await super().abefore_call(tool, params, call_id)
+            decision = await check()
         except LoopAbort:
             self._checked("block", tool, key, perf_counter() - start)
             raise
         self._checked(decision.action, tool, key, perf_counter() - start)
         return decision
+
+    # -- the entry points ------------------------------------------------------------
+    def before_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
+        if self._off:
+            return ALLOW
+        key = call_id if call_id is not None else (tool, id(params))
+        return self._timed(
+            lambda: super(Traced, self).before_call(tool, params, call_id), tool, key
+        )
+
+    async def abefore_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
+        if self._off:
+            return ALLOW
+        key = call_id if call_id is not None else (tool, id(params))
+        return await self._atimed(
+            lambda: super(Traced, self).abefore_call(tool, params, call_id), tool, key
+        )
 
     def before_call_hashed(
         self, tool: str, args_hash: str, *, call_id: str | None = None, poll: bool = False
@@ -121,14 +188,13 @@ class Traced(_Base):
         if self._off:
             return ALLOW
         key = call_id if call_id is not None else args_hash
-        start = perf_counter()
-        try:
-            decision = super().before_call_hashed(tool, args_hash, call_id=call_id, poll=poll)
-        except LoopAbort:
-            self._checked("block", tool, key, perf_counter() - start)
-            raise
-        self._checked(decision.action, tool, key, perf_counter() - start)
-        return decision
+        return self._timed(
+            lambda: super(Traced, self).before_call_hashed(
+                tool, args_hash, call_id=call_id, poll=poll
+            ),
+            tool,
+            key,
+        )
 
     def after_call(
         self,
@@ -167,32 +233,13 @@ class Traced(_Base):
             self._done(tool, key, perf_counter() - start)
 
     def after_call_hashed(
-        self,
-        tool: str,
-        args_hash: str,
-        outcome_hash: str | None,
-        *,
-        call_id: str | None = None,
-        unknown_tool_name: str | None = None,
-        is_error: bool = False,
-        params: Any = MISSING,
-        result: Any = MISSING,
-        error: Any = MISSING,
+        self, tool: str, args_hash: str, outcome_hash: str | None, **kwargs: Any
     ) -> str | None:
         if self._off:
             return None
         start = perf_counter()
         try:
-            return super().after_call_hashed(
-                tool,
-                args_hash,
-                outcome_hash,
-                call_id=call_id,
-                unknown_tool_name=unknown_tool_name,
-                is_error=is_error,
-                params=params,
-                result=result,
-                error=error,
-            )
+            return super().after_call_hashed(tool, args_hash, outcome_hash, **kwargs)
         finally:
+            call_id = kwargs.get("call_id")
             self._done(tool, call_id if call_id is not None else args_hash, perf_counter() - start)

@@ -105,6 +105,7 @@ class Replayer(RunBook[_Run]):
         self._cur: RunReport | None = None
         self._cur_call = 0
         self._cur_line: Loc = None
+        self._in_outcome = False  # the guard is fed an outcome (the call has run)
         self._poll_tools: dict[str, bool] = {}
 
     def _on_event(self, event: LoopEvent) -> None:
@@ -125,6 +126,7 @@ class Replayer(RunBook[_Run]):
         replayed = ReplayEvent(event, call, self._cur_line)
         if action in ("stop", "abort") and report.stop is None:
             report.stop = replayed
+            report.stop_ran = self._in_outcome
         if len(report.events) < self._max_events:
             report.events.append(replayed)
         else:
@@ -273,6 +275,7 @@ class Replayer(RunBook[_Run]):
             return
         run, (index, tool, sig, params) = found
         out = hash_outcome(tool, params, result=result, error=error, profiles=self._profiles)
+        self._in_outcome = True
         try:
             run.guard.after_call_hashed(
                 tool,
@@ -287,6 +290,8 @@ class Replayer(RunBook[_Run]):
             )
         except LoopAbort:
             run.stopped = True
+        finally:
+            self._in_outcome = False
         timeline = run.report.timeline
         if timeline is not None and index <= len(timeline):
             self._mark_outcome(run, timeline, index, sig, out.hash, out.is_error)
@@ -307,6 +312,7 @@ class Replayer(RunBook[_Run]):
         if found is None:
             return
         run, index = found
+        self._in_outcome = True
         try:
             run.guard.after_call_hashed(
                 tool,
@@ -318,6 +324,8 @@ class Replayer(RunBook[_Run]):
             )
         except LoopAbort:
             run.stopped = True
+        finally:
+            self._in_outcome = False
         timeline = run.report.timeline
         if timeline is not None and index <= len(timeline):
             self._mark_outcome(run, timeline, index, args_hash, outcome_hash, is_error)

@@ -124,6 +124,7 @@ class RunReport:
         "session",
         "source",
         "stop",
+        "stop_ran",
         "timeline",
         "timeline_tools",
         "title",
@@ -159,6 +160,8 @@ class RunReport:
         self.first_block_call: int | None = None
         self.first_intervention_call: int | None = None
         self.stop: ReplayEvent | None = None
+        self.stop_ran = False
+        """The call that ended the run ran (a post-compaction abort on its outcome)."""
         self.compactions = 0
         self.compaction_marks: list[int] = []
         self.live_events = 0
@@ -187,6 +190,14 @@ class RunReport:
     def calls_after_stop(self) -> int:
         """Calls made after the point where the guard would have ended the run."""
         return self.calls - self.stop.call if self.stop is not None else 0
+
+    @property
+    def calls_prevented(self) -> int:
+        """Calls the guard would have kept from running: blocked calls, the call it stopped
+        the run at (unless that call had run: an abort on its outcome) and every call after."""
+        stop = self.stop
+        ended = 0 if stop is None or self.stop_ran else 1
+        return self.counts["block"] + ended + self.calls_after_stop
 
     @property
     def stopped(self) -> bool:
@@ -257,6 +268,7 @@ class RunReport:
             },
             "calls_after_first_warning": self.calls_after_first_warning,
             "calls_after_stop": self.calls_after_stop,
+            "calls_prevented": self.calls_prevented,
             "compactions": self.compactions,
             "live_events": self.live_events,
             "events": [event.to_dict() for event in self.events],

@@ -33,8 +33,6 @@ Layout (all private but this module):
 
 from __future__ import annotations
 
-from typing import Any
-
 from .._base import require
 
 require("mcp", "mcp")
@@ -55,20 +53,3 @@ __all__ = [
     "UpstreamError",
     "stop_text",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # The old name of MCPLoopGuardMiddleware, kept for one release: it read like
-    # the LangChain middleware of the same name.
-    if name == "LoopGuardMiddleware":
-        import warnings
-
-        warnings.warn(
-            "loopwarden.integrations.mcp.LoopGuardMiddleware is deprecated and will be "
-            "removed in the next release; use MCPLoopGuardMiddleware (LoopGuardMiddleware "
-            "is the LangChain middleware)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return MCPLoopGuardMiddleware
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

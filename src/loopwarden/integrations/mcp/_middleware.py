@@ -36,9 +36,6 @@ class MCPLoopGuardMiddleware:
     ``tools`` are the registered tool names for the unknown-tool guard: a
     collection, or ``server=`` an ``MCPServer`` whose tools are listed (and
     listed again when a call names a tool that was not there before).
-
-    (Called ``LoopGuardMiddleware`` before; that name is the LangChain
-    middleware, and the old MCP one is a deprecated alias for one release.)
     """
 
     def __init__(
