@@ -40,7 +40,10 @@ _STOP = re.compile(
 )
 _BLOCK = re.compile(r"loopwarden blocked this call")
 _MISS = re.compile(r"loopwarden: there is no tool named")
-_WARN = re.compile(r"WARNING: .*(has been called|has been polled|alternate between)")
+_WARN = re.compile(
+    r"WARNING: .*(has been called|has been polled|alternate between|repeat a cycle of|"
+    r"repeat the same two|all failed)"
+)
 
 
 def classify(text: str) -> str | None:
