@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from loopwarden.hooks._protocol import AGENTS
 from loopwarden.stores.sqlite import SQLiteStore
 from tests.hooks.conftest import LOOPWARDEN
 from tests.hooks.test_install import install, user_file
@@ -29,7 +30,7 @@ def test_nothing_installed(hook_env: dict[str, str], tmp_path: Path) -> None:
     """With nothing installed doctor says so for every agent and scope and exits 0."""
     done = doctor(hook_env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout
-    assert done.stdout.count("not installed") == 6  # three agents, two scopes
+    assert done.stdout.count("not installed") == 2 * len(AGENTS)  # every agent, two scopes
     assert "[ok] state store: writable and consistent" in done.stdout
     assert "No loopwarden hooks installed" in done.stdout
 

@@ -15,7 +15,7 @@ every later call of the turn.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -360,13 +360,33 @@ class GeminiAdapter(Adapter):
         }
 
 
-# Adapters in modules of their own register here (they import this module's base).
-from .agents_copilot import CopilotAdapter  # noqa: E402
-from .agents_qwen import QwenAdapter  # noqa: E402
+class _Registry(Mapping[str, Adapter]):
+    """The adapters by agent name, in the order of the one list of agents
+    (hooks._protocol.AGENTS). The agents in modules of their own build on
+    :class:`Adapter`, so they are imported at the first lookup: either module may
+    be imported first. An agent without an adapter fails at that lookup."""
 
-_BY_NAME = {
-    cls.name: cls() for cls in (Adapter, CodexAdapter, GeminiAdapter, CopilotAdapter, QwenAdapter)
-}
-# Keyed by the one list of agents (hooks._protocol.AGENTS): an agent without an
-# adapter fails at import, an adapter missing from the list is never offered.
-ADAPTERS: Mapping[str, Adapter] = {name: _BY_NAME[name] for name in AGENTS}
+    def __init__(self) -> None:
+        self._table: dict[str, Adapter] | None = None
+
+    def _get(self) -> dict[str, Adapter]:
+        if self._table is None:
+            from .agents_copilot import CopilotAdapter
+            from .agents_qwen import QwenAdapter
+
+            classes = (Adapter, CodexAdapter, GeminiAdapter, CopilotAdapter, QwenAdapter)
+            by_name = {cls.name: cls() for cls in classes}
+            self._table = {name: by_name[name] for name in AGENTS}
+        return self._table
+
+    def __getitem__(self, name: str) -> Adapter:
+        return self._get()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+ADAPTERS: Mapping[str, Adapter] = _Registry()
