@@ -4,6 +4,7 @@ Prints microseconds per tool call (check + record call + record outcome through
 ``RunGuard.before_call`` / ``after_call``) for:
 
 * small nested params/results at historySize 30 and 1000,
+* a realistic mix (40% distinct calls, 40% repeats, 20% alternation) at historySize 30,
 * 100 KB text results,
 * the hashing floor: ``sha256(json.dumps(x, sort_keys=True, separators=(",", ":")))``
   of the same params and the same result with the standard library, nothing else.
@@ -46,6 +47,18 @@ def small_call(i: int) -> tuple[dict[str, object], dict[str, object]]:
         "details": {"status": "ok", "lines": 120 + i % 7, "meta": {"size": 4096, "cached": False}},
     }
     return params, result
+
+
+def mix_call(i: int) -> tuple[dict[str, object], dict[str, object]]:
+    """A realistic mix, per block of 10 calls: 4 distinct calls, then one call 5 times with
+    the same result, the 5th after another call (R R R R A R): no rule acts on it (each
+    block repeats a call of its own)."""
+    block, pos = divmod(i, 10)
+    if pos < 4:
+        return small_call(i)
+    if pos == 8:  # the repeated call and this one alternate: R R R R A R
+        return small_call(-100_000 - block)
+    return small_call(-1 - block)
 
 
 def big_call(i: int, text: str) -> tuple[dict[str, object], dict[str, object]]:
@@ -121,12 +134,15 @@ def cases(calls: int, big_calls: int) -> dict[str, tuple[Callable[[Calls], float
     small = [small_call(i) for i in range(calls)]
     text = "".join(f"line {i}: compiled target ok\n" for i in range(4000))[:100_000]
     big = [big_call(i, text) for i in range(big_calls)]
+    mix = [mix_call(i) for i in range(calls)]
     return {
         "floor_small": (hashing_floor, small),
         "guard_30": (guarded(30), small),
         "guard_1000": (guarded(1000), small),
         "floor_big": (hashing_floor, big),
         "guard_big": (guarded(30), big),
+        "floor_mix": (hashing_floor, mix),
+        "guard_mix": (guarded(30), mix),
     }
 
 
@@ -187,6 +203,16 @@ def report(results: dict[str, float], unit: str) -> None:
     print(f"{'hashing floor, 100 KB text results':44} {floor_big:12.2f}")
     print(
         row.format("guard, 100 KB text results", guard_big, guard_big / floor_big, "<= 1.2x floor")
+    )
+    floor_mix, guard_mix = results["floor_mix"], results["guard_mix"]
+    print(f"{'hashing floor, realistic mix':44} {floor_mix:12.2f}")
+    print(
+        row.format(
+            "guard, realistic mix, historySize 30",
+            guard_mix,
+            guard_mix / floor_mix,
+            "<= 1.25x floor",
+        )
     )
 
 

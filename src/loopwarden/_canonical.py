@@ -1,4 +1,4 @@
-"""Canonical serialisation and digests (SPEC section 2.1).
+"""Canonical serialisation and digests: equal values, equal digests, whatever their type.
 
 Two values get the same digest exactly when they are logically equal: mapping
 keys are sorted, ``1`` equals ``1.0``, tuples are lists, a value that contains

@@ -1,18 +1,22 @@
-"""Line numbers for the keys of a JSON5 document.
+"""Line numbers for the keys of a JSON5 document, and where its first syntax error is.
 
-The ``json5`` package parses the document; this module only maps each key and
+The ``json5`` package parses the document; this module maps each key and
 array element back to the line it starts on, so validation errors can say
-``openclaw.json:14``. It runs only when a config has problems to report, and
-tolerates anything it does not understand (the result is then just sparser).
+``openclaw.json:14``, and finds the line and column of a syntax error (the
+``json5`` package reports the point its parser gave up, often a token or two
+later: ``,,`` at column 56 came out as column 58). Both run only when a config
+has problems to report; :func:`locate_lines` tolerates anything it does not
+understand (the result is then just sparser).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, NamedTuple
 
 import json5
 
-__all__ = ["PathKey", "locate_lines"]
+__all__ = ["PathKey", "SyntaxProblem", "locate_lines", "syntax_error"]
 
 PathKey = tuple[str | int, ...]
 
@@ -20,26 +24,32 @@ _PUNCT = "{}[]:,"
 _WS = " \t\r\n\ufeff\u00a0\u2028\u2029\v\f"
 
 
-def _skip(text: str, i: int, line: int) -> tuple[int, int]:
-    """Skip whitespace and comments; returns the new index and line."""
+def _skip(text: str, i: int, line: int, line_start: int = 0) -> tuple[int, int, int]:
+    """Skip whitespace and comments: the new index, line and index where that line starts.
+
+    A ``/*`` comment that is never closed is not skipped (the index stays on it).
+    """
     n = len(text)
     while i < n:
         c = text[i]
         if c in _WS:
-            if c == "\n":
-                line += 1
             i += 1
+            if c == "\n":
+                line, line_start = line + 1, i
         elif text.startswith("//", i):
             end = text.find("\n", i)
             i = n if end < 0 else end
         elif text.startswith("/*", i):
             end = text.find("*/", i + 2)
-            stop = n if end < 0 else end + 2
-            line += text.count("\n", i, stop)
-            i = stop
+            if end < 0:
+                break
+            newlines = text.count("\n", i, end)
+            if newlines:
+                line, line_start = line + newlines, text.rfind("\n", i, end) + 1
+            i = end + 2
         else:
             break
-    return i, line
+    return i, line, line_start
 
 
 def _token(text: str, i: int) -> int:
@@ -75,7 +85,7 @@ def locate_lines(text: str) -> dict[PathKey, int]:
     i, line, n = 0, 1, len(text)
     try:
         while True:
-            i, line = _skip(text, i, line)
+            i, line, _ = _skip(text, i, line)
             if i >= n:
                 break
             c = text[i]
@@ -114,3 +124,125 @@ def locate_lines(text: str) -> dict[PathKey, int]:
     except Exception:
         return lines
     return lines
+
+
+class SyntaxProblem(NamedTuple):
+    """The first syntax error of a JSON5 text: 1-based line and column, and what is wrong."""
+
+    line: int
+    column: int
+    message: str
+
+
+# JSON5 scalars other than strings: numbers, literals, identifiers (object keys).
+_NUMBER = re.compile(
+    r"[+-]?(?:Infinity|NaN|0[xX][0-9a-fA-F]+|(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+)
+_LITERAL = re.compile(r"true|false|null")
+_IDENTIFIER = re.compile(r"[^\W\d]|[$_]", re.UNICODE)
+
+
+def syntax_error(text: str) -> SyntaxProblem | None:
+    """Where ``text`` stops being JSON5 (None if this check finds nothing wrong).
+
+    Strings, numbers, literals and identifiers are checked as tokens; ``json5``
+    remains the parser, and its message is used for anything this misses.
+    """
+    n = len(text)
+    # Each open bracket: (its char, its line); expect is what may come next:
+    # "value", "value?" (value or ]), "key?" (key or }), "key", ":", "," (, or close), "end".
+    stack: list[tuple[str, int]] = []
+    expect = "value"
+    i, line, line_start = 0, 1, 0
+    last_comma: tuple[int, int] | None = None
+
+    def at(index: int, message: str) -> SyntaxProblem:
+        return SyntaxProblem(line, index - line_start + 1, message)
+
+    while True:
+        i, line, line_start = _skip(text, i, line, line_start)
+        if text.startswith("/*", i):
+            return at(i, "a /* comment is not closed")
+        if i >= n:
+            if expect == "end":
+                return None
+            if stack:
+                bracket, opened = stack[-1]
+                return at(i, f"unexpected end of input: the {bracket!r} of line {opened} is open")
+            return at(i, "unexpected end of input: no value")
+        c = text[i]
+        comma, last_comma = last_comma, None
+        if expect == "end":
+            return at(i, f"unexpected {c!r} after the end of the document")
+        if c == "," and expect in ("value?", "key?", "key"):
+            if comma is not None:
+                return SyntaxProblem(*comma, '",," (an empty entry between two commas)')
+            return at(i, "unexpected ','")
+        if c in "}]":
+            want = "}" if stack and stack[-1][0] == "{" else "]"
+            allowed = {"}": ("key?", ","), "]": ("value?", ",")}[c]
+            if not stack or c != want or expect not in allowed:
+                return at(i, f"unexpected {c!r}")
+            stack.pop()
+            i += 1
+            expect = "," if stack else "end"
+            continue
+        if expect == ":":
+            if c != ":":
+                return at(i, f"expected ':' after the key, got {c!r}")
+            i, expect = i + 1, "value"
+            continue
+        if expect == ",":
+            if c != ",":
+                return at(i, f"expected ',' or a closing bracket, got {c!r}")
+            last_comma = (line, i - line_start + 1)
+            i += 1
+            expect = "key?" if stack[-1][0] == "{" else "value?"
+            continue
+        # a key, or a value
+        if c in "\"'":
+            closed = _string_end(text, i)
+            if closed is None:
+                return at(i, "a string is not closed on its line")
+            i = closed
+            expect = ":" if expect in ("key?", "key") else ("," if stack else "end")
+            continue
+        if expect in ("key?", "key"):
+            match = _IDENTIFIER.match(text, i)
+            if match is None:
+                return at(i, f"expected a key, got {c!r}")
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] in "$_" or text[j] == "\u200c"):
+                j += 1
+            i, expect = j, ":"
+            continue
+        if c in "{[":
+            stack.append((c, line))
+            i += 1
+            expect = "key?" if c == "{" else "value?"
+            continue
+        match = _NUMBER.match(text, i) or _LITERAL.match(text, i)
+        end = match.end() if match else i
+        if match is None or (end < n and (text[end].isalnum() or text[end] in "_$.")):
+            j = i
+            while j < n and text[j] not in _PUNCT and text[j] not in _WS and text[j] != "/":
+                j += 1
+            return at(i, f"not a value: {text[i : max(j, i + 1)][:40]!r}")
+        i = end
+        expect = "," if stack else "end"
+
+
+def _string_end(text: str, i: int) -> int | None:
+    """Index after the string starting at ``i`` (None: not closed before its line ends)."""
+    quote, j, n = text[i], i + 1, len(text)
+    while j < n:
+        c = text[j]
+        if c == quote:
+            return j + 1
+        if c == "\\":
+            j += 2  # an escape, or a line continuation
+        elif c == "\n":
+            return None
+        else:
+            j += 1
+    return None

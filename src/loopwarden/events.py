@@ -1,4 +1,4 @@
-"""Structured events (SPEC section 7): :class:`LoopEvent`, event sinks, :func:`emit`.
+"""Structured events: :class:`LoopEvent`, event sinks, :func:`emit`.
 
 Every warning, block, stop and abort becomes a :class:`LoopEvent`. Events go to
 the ``loopwarden`` logger and to every sink: user callbacks, and the JSONL run

@@ -1,4 +1,4 @@
-"""The runtime guard (SPEC section 6): what agent loops and integrations call.
+"""The runtime guard: what agent loops and integrations call.
 
 :class:`LoopGuard` is created once (config, store, event sinks); each agent run
 gets a :class:`RunGuard` from :meth:`LoopGuard.run`. Around every tool call::
@@ -57,7 +57,6 @@ T = TypeVar("T")
 # never get one): their args hashes are kept for at most this many.
 _MAX_PENDING = 256
 # Built for every call: from a tuple, without the Python frame of a NamedTuple's __new__.
-_new_call: Callable[[tuple[Any, ...]], Call] = functools.partial(tuple.__new__, Call)
 _new_done: Callable[[tuple[Any, ...]], Done] = functools.partial(tuple.__new__, Done)
 
 
@@ -304,7 +303,7 @@ class RunGuard:
         key = call_id if call_id is not None else args_hash
         tools = self.tools
         unregistered = None if tools is None else tool not in tools
-        call = _new_call((tool, args_hash, poll, key, call_id, unregistered))
+        call = Call(tool, args_hash, poll, key, call_id, unregistered)
         try:
             now = self._clock()
             step = self._transact(before, call, now)
@@ -459,7 +458,7 @@ class RunGuard:
             self._sigs = dict(list(sigs.items())[_MAX_PENDING // 2 :])
         tools = self.tools
         unregistered = None if tools is None else tool not in tools
-        return _new_call((tool, sig, poll, key, call_id, unregistered))
+        return Call(tool, sig, poll, key, call_id, unregistered)
 
     def _outcome(self, tool: Any, params: Any, call_id: Any, result: Any, error: Any) -> Done:
         """A finished call: its args hash (cached by ``before_call``), key, id and outcome."""

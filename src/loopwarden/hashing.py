@@ -1,4 +1,4 @@
-"""Call signatures and outcome hashes (SPEC section 2).
+"""Call signatures and outcome hashes: what makes two calls, or two results, the same.
 
 Nothing in this module raises, whatever the input: a value that cannot be
 inspected is hashed by its type, and the caller's agent keeps running.
@@ -270,7 +270,9 @@ def hash_outcome(
     error: Any = MISSING,
     profiles: ProfileRegistry = DEFAULT_REGISTRY,
 ) -> Outcome:
-    """Hash one call's outcome (SPEC 2.3). Never raises."""
+    """Hash one call's outcome: an error by its message, a tool result by its profiled
+    content and details, anything else whole; no outcome for no result or our own
+    block answer (docs/detection.md). Never raises."""
     try:
         return _hash_outcome(tool, params, result, error, profiles)
     except Exception:
@@ -437,20 +439,24 @@ def failed(src: OutcomeSource, is_error: bool) -> bool:
     result = src.result
     if type(result) is not dict:
         return False
-    if "details" in result:
-        details = result["details"]
-        if type(details) is dict and _nonzero_exit(details):
-            return True
-    return _nonzero_exit(result)
+    # The key tests inline (every outcome passes here; nearly none has an exit code).
+    details = result.get("details")
+    if (
+        type(details) is dict
+        and ("exitCode" in details or "exit_code" in details or "returncode" in details)
+        and _nonzero_exit(details)
+    ):
+        return True
+    return (
+        "exitCode" in result or "exit_code" in result or "returncode" in result
+    ) and _nonzero_exit(result)
 
 
 def _nonzero_exit(where: dict[str, Any]) -> bool:
-    # Membership tests first: nearly every result has none of these keys.
-    if "exitCode" in where or "exit_code" in where or "returncode" in where:
-        for key in _EXIT_KEYS:
-            code = where.get(key)
-            if type(code) is int and code != 0:
-                return True
+    for key in _EXIT_KEYS:
+        code = where.get(key)
+        if type(code) is int and code != 0:
+            return True
     return False
 
 

@@ -192,6 +192,12 @@ def run_unless_blocked(
         return Ran(proc.returncode, out.read(), err.read(), None)
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a live process has used so far, from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def kill_group(pid: int) -> None:
     """SIGKILL the process group ``pid`` leads (a child started in its own session)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):

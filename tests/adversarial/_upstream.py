@@ -6,7 +6,9 @@ Tools:
 * ``poll(job)``: always the same answer (a loop);
 * ``invalid(token)``: a result that fails MCP validation (``structuredContent``
   must be an object), with the token in it and in its text;
-* ``fail(token)``: a JSON-RPC error whose message and data hold the token.
+* ``fail(token)``: a JSON-RPC error whose message and data hold the token;
+* ``malformed(shape)``: a reply that is not valid JSON-RPC, of the named shape
+  (see ``MALFORMED``).
 
 Run as a script: ``python _upstream.py``.
 """
@@ -19,8 +21,26 @@ from typing import Any
 
 TOOLS = [
     {"name": name, "inputSchema": {"type": "object", "properties": {arg: {"type": "string"}}}}
-    for name, arg in (("echo", "text"), ("poll", "job"), ("invalid", "token"), ("fail", "token"))
+    for name, arg in (
+        ("echo", "text"),
+        ("poll", "job"),
+        ("invalid", "token"),
+        ("fail", "token"),
+        ("malformed", "shape"),
+    )
 ]
+# What a malformed reply holds besides jsonrpc and id.
+MALFORMED: dict[str, dict[str, Any]] = {
+    "string-code": {"error": {"code": "E_BAD", "message": "bad"}},
+    "float-code": {"error": {"code": -32000.5, "message": "bad"}},
+    "no-message": {"error": {"code": -32000}},
+    "error-null": {"error": None},
+    "result-null": {"result": None},
+    "list-result": {"result": [1, 2, 3]},
+    "error-and-result": {"error": {"code": -32000, "message": "bad"}, "result": {}},
+    "error-string": {"error": "bad"},
+    "nothing": {},
+}
 
 
 def send(message: dict[str, Any]) -> None:
@@ -60,6 +80,8 @@ def main() -> None:
         elif method == "tools/call" and params.get("name") == "fail":
             token = (params.get("arguments") or {}).get("token")
             reply["error"] = {"code": -32001, "message": f"refused {token}", "data": {"t": token}}
+        elif method == "tools/call" and params.get("name") == "malformed":
+            reply.update(MALFORMED[(params.get("arguments") or {}).get("shape", "nothing")])
         elif method == "tools/call":
             try:
                 reply["result"] = call(params.get("name"), params.get("arguments") or {})

@@ -203,3 +203,16 @@ def gemini_event(
     )
     event["transcript_path"] = "/nonexistent/chats/session.json"
     return {**event, **extra}
+
+
+@pytest.fixture(name="redis_server", scope="session")
+def fixture_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real redis-server of this session (the Redis store tests' own server class)."""
+    from tests.stores.redis._servers import Server, require_redis
+
+    require_redis()
+    server = Server(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,7 +1,8 @@
 """Hostile hook events: always valid JSON on stdout and exit 0, and loops still counted.
 
-Issue 11, defect 13 (valid JSON that orjson rejects), plus hypothesis-generated
-events for all three agents through the real console script and hook helper.
+Issue 11, defect 13 (valid JSON that orjson rejects), issue 24 item 2 (a truncated
+event that made the lenient re-parse quadratic), plus hypothesis-generated events
+for all three agents through the real console script and hook helper.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._wait import wait_until
+from tests.adversarial._procs import LOOPWARDEN, cpu_seconds, run_bounded
 from tests.adversarial._values import EXAMPLES
 from tests.adversarial.conftest import (
     SMALL,
@@ -55,6 +58,53 @@ def test_loop_with_unusual_json_arguments_is_caught(hook_env: dict[str, str], ki
         hook(hook_env, "claude-code", post)
     assert all(answer.code == 0 for answer in answers)
     assert [answer.denied for answer in answers] == [False, False, False, True]
+
+
+def truncated_escapes(size: int) -> bytes:
+    """A Claude Code event cut off inside a string of ``\\"`` escapes, ``size`` bytes long."""
+    head = orjson.dumps(claude_event("PreToolUse", 1, tool_input={"command": "@@"}))
+    head = head[: head.index(b'"@@"') + 1]
+    return head + b'\\"' * ((size - len(head)) // 2)
+
+
+def test_truncated_event_is_refused_in_one_pass(hook_env: dict[str, str]) -> None:
+    """A 256 KB event cut off in a run of escaped quotes is answered (allowed) without
+    the re-parse going quadratic: the hook finishes well inside a 10 s CPU limit (the
+    quadratic scan needed minutes of CPU for this size)."""
+    write_config(hook_env, SMALL)
+    ran = run_bounded(
+        [LOOPWARDEN, "hook", "claude-code", "--no-daemon"],
+        stdin=truncated_escapes(256 * 1024),
+        env=hook_env,
+        timeout=120,
+        max_cpu=10,
+    )
+    assert ran.code == 0, f"exit {ran.code} (killed by the CPU limit?) {ran.err[-500:]}"
+    assert orjson.loads(ran.stdout) == {}
+    assert "not JSON" in ran.err
+
+
+def test_truncated_event_does_not_hold_the_helper(hook_env: dict[str, str]) -> None:
+    """Through the helper, a 96 KB truncated event costs the helper a small fraction of
+    a CPU second (it held the interpreter for 94 s, stalling every other session), and
+    the next session's call is answered by the helper and counted."""
+    write_config(hook_env, SMALL)
+    hook(hook_env, "claude-code", claude_event("PreToolUse", 0, session="warm"), daemon=True)
+    runtime = Path(hook_env["LOOPWARDEN_RUNTIME_DIR"])
+    pid_file = wait_until(lambda: next(runtime.glob("*.pid"), None), what="the hook helper")
+    pid = int(wait_until(lambda: pid_file.read_text().strip(), what="the helper's pid"))
+    before = cpu_seconds(pid)
+    poisoned = hook(hook_env, "claude-code", truncated_escapes(96 * 1024), daemon=True)
+    spent = cpu_seconds(pid) - before
+    assert poisoned.code == 0 and poisoned.json == {}
+    assert spent < 5, f"the helper spent {spent:.1f} CPU seconds on one truncated event"
+    denied = []
+    for n in range(4):
+        pre = claude_event("PreToolUse", n, session="other")
+        denied.append(hook(hook_env, "claude-code", pre, daemon=True).denied)
+        post = claude_event("PostToolUse", n, session="other", tool_response={"stdout": "x"})
+        hook(hook_env, "claude-code", post, daemon=True)
+    assert denied == [False, False, False, True]
 
 
 # -- hypothesis: hostile events -------------------------------------------------------------------

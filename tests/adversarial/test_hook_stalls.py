@@ -1,6 +1,7 @@
 """Hooks that must not stall the machine: blocking transcripts, replaced state, helper storms.
 
-Issue 11, defects 1, 17, 18 and 19. Every hook runs as the real console
+Issue 11, defects 1, 17, 18 and 19; issue 24, items 3 (a frozen helper) and 4 (a
+write-locked state file). Every hook runs as the real console
 script; "blocked" is read from the kernel (the thread waits for the other end
 of a FIFO), never guessed from elapsed time.
 """
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sqlite3
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -24,18 +27,21 @@ from tests.adversarial._procs import (
     blocked_on_fifo,
     kill_group,
     processes_mentioning,
+    run_bounded,
     settled,
 )
 from tests.adversarial.conftest import (
     SMALL,
     claude_event,
     codex_event,
+    gemini_event,
     hook,
     short_dir,
     state_dir,
     stop_helpers,
     write_config,
 )
+from tests.hooks import payloads
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -305,3 +311,120 @@ def is_helper(pid: int) -> bool:
         return b"--socket" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+# -- issue 24 item 3: a frozen helper ---------------------------------------------------
+def test_frozen_helper_is_passed_over_and_calls_are_counted(hook_env: dict[str, str]) -> None:
+    """With the helper stopped (SIGSTOP), hooks do not wait out the socket timeout and
+    allow uncounted: they handle their events in process, so the loop is still blocked."""
+    write_config(hook_env, SMALL)
+    pair(hook_env, 0, session="warmup", daemon=True)
+    pid = helper_pid(hook_env)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        first = hook(
+            hook_env, "claude-code", claude_event("PreToolUse", 1, session="frozen"), daemon=True
+        )
+        assert "hook helper failed" not in first.stderr, first.stderr
+        post = claude_event(
+            "PostToolUse", 1, session="frozen", tool_response={"stdout": "pending", "stderr": ""}
+        )
+        hook(hook_env, "claude-code", post, daemon=True)
+        assert not pair(hook_env, 2, session="frozen", daemon=True)
+        assert not pair(hook_env, 3, session="frozen", daemon=True)
+        assert pair(hook_env, 4, session="frozen", daemon=True), "the frozen loop was not counted"
+        stopped = run_bounded([LOOPWARDEN, "hook", "--stop-daemon"], env=hook_env, timeout=60)
+        assert stopped.code == 0 and "stopped" in stopped.out, stopped.out
+        wait_until(lambda: not Path(f"/proc/{pid}").exists() or b"zombie" in _status(pid))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+# -- issue 24 item 4: a write-locked state file ----------------------------------------------
+LOCK_WAIT = "held a write lock for more than"
+
+
+@contextlib.contextmanager
+def write_locked(db: Path) -> Iterator[None]:
+    """Another process's write transaction on ``db``, held until the block ends."""
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("event", ["batch", "pre", "pre-closed"])
+def test_locked_state_costs_one_wait_per_hook_call(hook_env: dict[str, str], event: str) -> None:
+    """With the state file write-locked by another process, a PostToolBatch of six calls
+    and a PreToolUse each wait for the lock once (one timeout reported), then answer
+    as for any store failure: the calls are allowed (denied with failMode closed)."""
+    db = state_dir(hook_env) / "state.db"
+    settings: dict[str, str] = {"store": f"sqlite://{db}?busy_timeout=1"}
+    if event == "pre-closed":
+        settings["failMode"] = "closed"
+    write_config(hook_env, {**SMALL, "loopwarden": settings})
+    pair(hook_env, 0, session="locked", daemon=False)  # creates the file and its schema
+    if event == "batch":
+        payload = payloads.claude_batch([(n, "Bash", "pending") for n in range(1, 7)])
+    else:
+        payload = claude_event("PreToolUse", 1, session="locked")
+    with write_locked(db):
+        answer = hook(hook_env, "claude-code", payload)
+    assert answer.code == 0
+    assert answer.denied is (event == "pre-closed"), answer.json
+    log = (state_dir(hook_env) / "hook.log").read_text()
+    assert log.count(LOCK_WAIT) == 1, log
+
+
+# -- issue 24 item 5: Gemini results larger than a transcript read -------------------------
+def gemini_loop_refused_at(
+    env: dict[str, str], path: Path, session: str, result_size: int, per_request: int
+) -> int | None:
+    """Repeat one Gemini shell call with an identical result of ``result_size`` bytes,
+    ``per_request`` calls between model requests; the call refused first (None: none)."""
+    path.write_bytes(b'{"sessionId": "%s", "startTime": "t"}\n' % session.encode())
+    output = orjson.dumps("pending " + "x" * result_size)
+    event = {"transcript_path": str(path), "tool_input": {"command": "poll"}, "session": session}
+    hook(env, "gemini", gemini_event("BeforeAgent", **event))
+    model = gemini_event("BeforeModel", llm_request={"messages": []}, **event)
+    hook(env, "gemini", model)
+    for n in range(1, 13):
+        if hook(env, "gemini", gemini_event("BeforeTool", **event)).denied:
+            return n
+        records = payloads.gemini_transcript_calls([(f"call_{n}", "run_shell_command", None)])
+        with path.open("ab") as fh:
+            for record in records:
+                fh.write(orjson.dumps(record).replace(b'"pending"', output) + b"\n")
+        if n % per_request == 0:
+            hook(env, "gemini", model)
+    return None
+
+
+def test_gemini_result_cut_by_a_read_is_read_whole(
+    hook_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Two calls with 9 MiB results between model requests append 36 MiB, more than one
+    read of 32 MiB: the record cut by the read's start is read whole, so every outcome
+    is recorded and the loop is refused at the same call as one with small results."""
+    write_config(hook_env, SMALL)
+    small = gemini_loop_refused_at(hook_env, tmp_path / "a.jsonl", "small", 1024, 2)
+    large = gemini_loop_refused_at(hook_env, tmp_path / "b.jsonl", "large", 9 * 1024 * 1024, 2)
+    assert small is not None
+    assert large == small, f"refused at call {large}, with small results at call {small}"
+
+
+@pytest.mark.parametrize("size", [600 * 1024, 3 * 1024 * 1024])
+def test_gemini_loop_with_large_results_is_refused(
+    hook_env: dict[str, str], tmp_path: Path, size: int
+) -> None:
+    """A Gemini loop whose identical result is large (each call appends twice its size to
+    the transcript: beyond the 1 MiB one read took before) is refused at the same call
+    as one with small results."""
+    write_config(hook_env, SMALL)
+    small = gemini_loop_refused_at(hook_env, tmp_path / "a.jsonl", "small", 10 * 1024, 1)
+    large = gemini_loop_refused_at(hook_env, tmp_path / "b.jsonl", "large", size, 1)
+    assert small is not None
+    assert large == small, f"refused at call {large}, with small results at call {small}"

@@ -252,3 +252,30 @@ def test_oversized_message_is_refused_and_the_proxy_goes_on(tmp_path: Path) -> N
         if proc.stdout is not None:
             proc.stdout.close()
         stderr.close()
+
+
+async def test_every_malformed_upstream_reply_gets_an_answer(tmp_path: Path, config: Path) -> None:
+    """An upstream ``tools/call`` reply that is not valid JSON-RPC (a string or float error
+    code, an error without message, ``error: null``, ``result: null``, a list result...) is
+    answered to the client with an error, not left unanswered; the proxy goes on."""
+    import anyio
+
+    from tests.adversarial._upstream import MALFORMED
+
+    log = tmp_path / "proxy.log"
+    unanswered: list[str] = []
+    async with Client(proxied(log, "--config", str(config))) as client:
+        for shape in MALFORMED:
+            try:
+                with anyio.fail_after(10):
+                    result = await client.call_tool("malformed", {"shape": shape})
+            except MCPError as exc:
+                assert exc.message, shape
+            except TimeoutError:
+                unanswered.append(shape)
+            else:
+                assert result.is_error, (shape, result)
+        with anyio.fail_after(20):
+            still = await client.call_tool("echo", {"text": "after"})
+        assert not still.is_error
+    assert unanswered == []

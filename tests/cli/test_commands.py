@@ -88,3 +88,49 @@ def test_exit_codes_are_documented_once() -> None:
     }
     assert documented == used == {0, 1, 2, 70, 130, 141}
     assert text.count("## Exit codes") == 1
+
+
+@pytest.mark.parametrize("args", [[], *([name] for name in sorted(COMMANDS)), ["config", "check"]])
+def test_every_help_has_the_same_layout(cli: Run, args: list[str]) -> None:
+    """The top level and every command (the hook too) print click's help layout."""
+    done = cli([*args, "--help"])
+    no_traceback(done)
+    assert done.returncode == 0, done.stderr
+    prog = " ".join(["loopwarden", *args])
+    assert done.stdout.startswith(f"Usage: {prog} [OPTIONS]"), done.stdout[:200]
+    assert done.stdout.count("\nOptions:\n") == 1
+    assert re.search(r"^  -h, --help +Show this message and exit\.$", done.stdout, re.MULTILINE)
+    # A group lists its commands once (click's own list, not one in the text as well).
+    assert done.stdout.count("Commands:") == (1 if args in ([], ["config"]) else 0)
+
+
+def test_the_top_level_lists_every_command_and_suggests(cli: Run) -> None:
+    """``loopwarden -h`` lists every command; a misspelt one is a usage error with a hint."""
+    listed = cli(["-h"]).stdout.split("Commands:\n", 1)[1]
+    assert re.findall(r"^  (\S+)", listed, re.MULTILINE) == list(COMMANDS)
+    done = cli(["repaly"])
+    assert done.returncode == 2
+    assert "No such command 'repaly'. Did you mean 'replay'?" in done.stderr
+    assert cli(["--version"]).stdout.startswith("loopwarden ")
+    assert cli([]).returncode == 2
+
+
+def test_the_hook_imports_no_click(tmp_path: Path) -> None:
+    """``loopwarden hook`` handling an event in its own process never imports click."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "loopwarden", "hook", "claude-code"],
+        input=b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Read"}',
+        capture_output=True,
+        cwd=ROOT,
+        env=_env({"HOME": str(tmp_path), "LOOPWARDEN_HOOK_DAEMON": "0"}),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.decode().splitlines()
+        if line.startswith("import time:")
+    }
+    assert "loopwarden.hooks.runner" in imported  # it did handle the event in process
+    assert "click" not in imported

@@ -41,7 +41,8 @@ def test_json_gate_snippet(
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
     exec(compile(snippet("cli-json-gate"), "docs/cli.md:cli-json-gate", "exec"), {})
     out = capsys.readouterr().out
-    assert out.count("consecutive_repeat") == 4
+    assert out.count("consecutive_repeat") == 3
+    assert out.count("unknown_tool_repeat") == 1  # a made-up tool, whichever rule saw it
     assert out.count("compaction_loop_persisted") == 2
     assert out.count(": cycle on ") == 1
     assert out.strip().endswith("97 calls came after a first warning")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -133,3 +134,38 @@ def test_html_report_in_headless_chromium(cli: Run, tmp_path: Path) -> None:
     keep = os.environ.get("LOOPWARDEN_KEEP_SCREENSHOT")
     if keep:
         shutil.copy(shot, keep)
+
+
+def test_replay_headers_list_the_rules_that_the_findings_come_from(
+    cli: Run, tmp_path: Path
+) -> None:
+    """The text and HTML headers name every rule in force with its thresholds, loopwarden's
+    own included (the findings below warn at 5 and block at 6), not OpenClaw's three numbers
+    alone; the JSON carries the same rules; a config's own numbers show."""
+    from loopwarden.config import load_config
+    from loopwarden.report.rules import rules_in_force, rules_line
+
+    replay_default = load_config({"tools": {"loopDetection": {"enabled": True}}})
+    expected = "rules: " + rules_line(rules_in_force(replay_default))
+    assert "consecutive_repeat warn 5 · block 6 · stop 8" in expected
+
+    text = cli(["replay", str(EXAMPLES)]).stdout
+    header, rules = text.splitlines()[:2]
+    assert header.startswith("loopwarden replay — config: built-in defaults (enabled: true)")
+    assert "breaker 30" not in header
+    assert rules.strip() == expected
+    assert "warn   consecutive_repeat" in text  # a finding of a rule the header names
+
+    page = _render(cli, tmp_path).read_text(encoding="utf-8")
+    assert f'<p class="meta rules">{expected}</p>' in page
+
+    config = tmp_path / "loopwarden.json5"
+    config.write_text(
+        "{tools: {loopDetection: {enabled: true}}, "
+        "loopwarden: {consecutiveRepeat: {warnAt: 3, blockAt: 4, stopAt: 6}}}"
+    )
+    done = cli(["replay", str(EXAMPLES), "--config", str(config), "--format", "json"])
+
+    report = json.loads(done.stdout)
+    repeat = next(r for r in report["config"]["rules"] if r["name"] == "consecutive_repeat")
+    assert [t["at"] for t in repeat["thresholds"]] == [3, 4, 6]

@@ -370,7 +370,7 @@ def test_chat_formats_tools_list_and_errors(tmp_path: Path) -> None:
     assert [r.label for r in reports] == ["dataset#1", "dataset#2", "dataset#3"]
     # is_error results are errors: identical errors count as no progress.
     assert (11, "warn", "generic_repeat", 10) in events(first)
-    assert second.calls == 3 and second.orphan_results == 0
+    assert second.calls == 3
     # "search" is not in the tools list: the unknown-tool guard counts it (1 miss, no block).
     assert third.calls == 2 and third.title == "weather?" and third.level == "ok"
 

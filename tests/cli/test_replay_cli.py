@@ -99,11 +99,12 @@ def test_examples_json_report_covers_every_format_and_pattern() -> None:
     assert after_compaction["stop"]["action"] == "abort"
 
     # Chat export with a tools list: the unregistered refund_order, retried with the
-    # same arguments and the same error, is blocked as a consecutive repeat at its 6th
-    # try (call 7), before the unknown-tool guard's 10 misses.
+    # same arguments and the same error, is blocked by the consecutive-repeat rule at its
+    # 6th try (call 7), before the unknown-tool guard's 10 misses, and reported as the
+    # unknown tool it is.
     chat = next(r for r in report["runs"] if r["run"] == "conv_support_1042")
     first_block = next(e for e in chat["events"] if e["action"] == "block")
-    assert first_block["detector"] == "consecutive_repeat"
+    assert first_block["detector"] == "unknown_tool_repeat"
     assert first_block["tool"] == "refund_order"
     assert first_block["call"] == 1 + 6
 

@@ -19,9 +19,12 @@ def test_fleet_replay_snippet(
 
 
 def test_tune_snippet(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """tune() from Python compares the four configs of the grid and explains its pick."""
+    """tune() from Python compares the defaults (C0) and the four configs of the grid; on
+    the example traces they prevent the same calls, so it says to keep the defaults."""
     monkeypatch.chdir(ROOT)
     exec(compile(snippet("cli-tune"), "docs/cli.md:cli-tune", "exec"), {})
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0] == "C1 warningThreshold=5 criticalThreshold=10: 96 calls prevented"
-    assert len(lines) == 5 and "C1 (warningThreshold=5 criticalThreshold=10)" in lines[-1]
+    assert lines[0] == "C0 defaults: 96 calls prevented"
+    assert lines[1] == "C1 warningThreshold=5 criticalThreshold=10: 96 calls prevented"
+    assert len(lines) == 6
+    assert lines[-1].startswith("no difference: keep the defaults (C0: 96 calls prevented")

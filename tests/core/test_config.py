@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
+import json5
 import pytest
 
 import loopwarden as lw
@@ -134,6 +136,57 @@ class TestValidation:
         with pytest.raises(lw.ConfigError) as exc:
             lw.load_config({"enabled": True})
         assert "tools.loopDetection" in str(exc.value)
+
+    @pytest.mark.parametrize(
+        ("key", "name", "near"),
+        [
+            ("loopDetecton", "loopDetection", True),
+            ("loop_detection", "loopDetection", True),
+            ("toolLoopDetection", "loopDetection", True),
+            ("Tools", "tools", True),
+            ("tool", "tools", True),
+            ("agnets", "agents", True),
+            ("entry", "entries", True),
+            ("entires", "entries", True),
+            ("lists", "list", True),
+            ("loop-warden", "loopwarden", True),
+            ("tools", "tools", False),
+            ("tooling", "tools", False),
+            ("hooks", "tools", False),
+            ("talk", "tools", False),
+            ("models", "agents", False),
+            ("defaults", "list", False),
+            (3, "tools", False),
+            ("x" * 100, "loopDetection", False),
+        ],
+    )
+    def test_near_misses(self, key: Any, name: str, near: bool) -> None:
+        """A misspelling is one or two edits away, or differs in case, separators or plural."""
+        from loopwarden.config.names import is_near_miss
+
+        assert is_near_miss(key, name) is near
+
+    def test_misspelt_names_of_the_block_and_its_parents(self) -> None:
+        """Every misspelt name on the way to a block is reported at once, with its fix."""
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config(
+                {
+                    "Tools": {"loopDetection": {"enabled": True}},
+                    "loopDetection": {"enabled": True},
+                    "agents": {
+                        "list": [{"id": "a", "tool": {"loopDetection": {}}}],
+                        "entries": {"b": {"tools": {"loopdetection": {}}}},
+                    },
+                }
+            )
+        assert {issue.path for issue in exc.value.issues} == {
+            "Tools",
+            "loopDetection",
+            "agents.list[0].tool",
+            "agents.entries.b.tools.loopdetection",
+        }
+        with pytest.raises(lw.ConfigError, match="did you mean 'loopDetection'"):
+            lw.LoopGuard({"tools": {"loopDetecton": {"enabled": True}}})
 
     def test_other_openclaw_keys_are_ignored(self) -> None:
         """The rest of an openclaw.json is left alone."""
@@ -432,6 +485,72 @@ class TestFiles:
         (issue,) = exc.value.issues
         assert issue.file == str(path) and issue.line == 3
         assert "not valid JSON5" in issue.message
+
+    def test_syntax_errors_name_their_column(self, tmp_path: Path) -> None:
+        """A JSON5 syntax error names the column of the mistake, not where parsing gave up."""
+        head = "  tools: {loopDetection: {enabled: true, historySize: 5"
+        text = "{\n" + head + ",, } },\n}\n"  # the ",," of the report, at column 56
+        path = tmp_path / "broken.json5"
+        path.write_text(text, encoding="utf-8")
+        assert text.splitlines()[1].index(",,") + 1 == 56
+        with pytest.raises(lw.ConfigError) as exc:
+            lw.load_config(path)
+        (issue,) = exc.value.issues
+        assert issue.line == 2
+        assert issue.message == (
+            'not valid JSON5 at column 56: ",," (an empty entry between two commas)'
+        )
+
+    @pytest.mark.parametrize(
+        ("text", "line", "column", "what"),
+        [
+            ("{a: 1 b: 2}", 1, 7, "expected ','"),
+            ("{a: 1,, }", 1, 6, '",," (an empty entry'),
+            ("[1,,2]", 1, 3, '",," (an empty entry'),
+            ("{\n  a: tru,\n}", 2, 6, "not a value: 'tru'"),
+            ("{a: [1, 2}", 1, 10, "unexpected '}'"),
+            ("{a: 01}", 1, 5, "not a value: '01'"),
+            ('{a: "x\n}', 1, 5, "a string is not closed"),
+            ("{a: 1}\n}", 2, 1, "after the end of the document"),
+            ("{\n  a: {b: 1,\n", 3, 1, "the '{' of line 2 is open"),
+            ("{a /* c */ 1}", 1, 12, "expected ':' after the key"),
+        ],
+    )
+    def test_syntax_error_positions(self, text: str, line: int, column: int, what: str) -> None:
+        """The first syntax error is found where it is, never after where json5 gives up."""
+        from loopwarden._json5loc import syntax_error
+
+        found = syntax_error(text)
+        assert found is not None and (found.line, found.column) == (line, column), found
+        assert what in found.message
+        with pytest.raises(ValueError) as exc:
+            json5.loads(text)
+        parts = re.search(r"<string>:(\d+) .* column (\d+)", str(exc.value), re.DOTALL)
+        assert parts is not None
+        assert (found.line, found.column) <= (int(parts[1]), int(parts[2]))
+
+    def test_valid_json5_has_no_syntax_error(self) -> None:
+        """Every JSON5 and JSON block of the docs, and odd but valid JSON5, passes the check."""
+        from loopwarden._json5loc import syntax_error
+        from tests._snippets import ROOT
+
+        texts = [
+            "{a: .5, b: +1, c: 0x1F, d: Infinity, e: -NaN, f: 1e5, g: 'it\\'s', h: [1, 2,],}",
+            '{$x: null, _y: true, "z": "a\\\nb", \u00e4: 1, /* c */ k: // c\n [] }',
+            "[]",
+            " 3 ",
+        ]
+        for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+            texts += re.findall(r"```json5?\n(.*?)```", page.read_text("utf-8"), re.DOTALL)
+        checked = 0
+        for text in texts:
+            try:
+                json5.loads(text)
+            except ValueError:
+                continue  # an excerpt, not a whole document
+            assert syntax_error(text) is None, text
+            checked += 1
+        assert checked >= 10
 
     def test_missing_file(self, tmp_path: Path) -> None:
         """A file that cannot be read is a config error, not a traceback."""

@@ -77,7 +77,10 @@ def test_spec_8_usage() -> None:
     assert (v.should_abort, v.armed, v.remaining_attempts) == (False, False, 0)
 
 
-FRAMEWORKS = {"langchain", "langchain_core", "agents", "pydantic_ai", "google.adk", "mcp"}
+FRAMEWORKS = {
+    *("langchain", "langchain_core", "agents", "pydantic_ai", "google.adk", "mcp"),
+    *("smolagents", "llama_index", "workflows"),
+}
 
 
 def loaded_after(code: str, modules: set[str]) -> list[str]:

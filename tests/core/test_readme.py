@@ -231,3 +231,89 @@ def test_typed_quickstart_is_the_readme_quickstart() -> None:
         (name,) = _defined_names(node)
         assert name in typed, f"tests/typing/api.py does not define {name}"
         assert ast.dump(_Unannotate().visit(typed[name])) == ast.dump(node), name
+
+
+def test_every_docs_page_links_back_to_the_index() -> None:
+    """A reader who lands on any page of docs/ finds the way back to docs/index.md."""
+    pages = [p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "index.md"]
+    assert pages
+    missing = [p.name for p in pages if "](index.md)" not in p.read_text(encoding="utf-8")]
+    assert missing == []
+
+
+def test_the_index_row_of_cli_md_names_every_command_it_documents() -> None:
+    """docs/index.md's row for cli.md names each command that has a section in cli.md."""
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    commands = re.findall(r"^## `loopwarden ([\w-]+)", page, re.MULTILINE)
+    assert {"demo", "replay", "tune", "config"} <= set(commands)
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    (row,) = [line for line in index.splitlines() if line.startswith("| [cli.md](cli.md)")]
+    assert [name for name in commands if f"`{name}" not in row and f" {name}`" not in row] == []
+
+
+# A lead-owned file that still cites the tracker; its docstrings are fixed on the lead's
+# branch. Remove the entry once the file is clean.
+_NOT_YET = ("engine/messages.py",)
+_CITATION = re.compile(r"\bSPEC\b|\bissues? \d+|\bits tracker\b")
+
+
+def _docstrings_and_comments(path: Path) -> list[tuple[int, str]]:
+    import io
+    import tokenize
+
+    source = path.read_text(encoding="utf-8")
+    found = [
+        (node.lineno, node.value.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    ]
+    found += [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    return found
+
+
+def test_no_citation_leads_outside_the_repository() -> None:
+    """Docs, README and src/ docstrings cite no SPEC section and no tracker issue: neither is
+    in the repository; they say the rule or link the docs page that does."""
+    cited = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if _CITATION.search(line):
+                cited.append(f"{page.relative_to(ROOT)}:{number}: {line.strip()}")
+    src = ROOT / "src" / "loopwarden"
+    for path in sorted(src.rglob("*.py")):
+        name = path.relative_to(src).as_posix()
+        if name.startswith(_NOT_YET):
+            continue
+        for number, text in _docstrings_and_comments(path):
+            if _CITATION.search(text):
+                cited.append(f"src/loopwarden/{name}:{number}: {text.strip()[:80]}")
+    assert cited == []
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors for the headings of a page."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.*)$", text, re.MULTILINE)
+    }
+
+
+def test_links_to_a_section_find_it() -> None:
+    """Every link to a section of a page in the repository names a heading of that page."""
+    broken = []
+    for page in _pages():
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", text):
+            if "://" in target:
+                continue
+            linked = (page.parent / target) if target else page
+            if linked.suffix == ".md" and anchor not in _anchors(linked):
+                broken.append(f"{page.relative_to(ROOT)} -> {target}#{anchor}")
+    assert broken == []

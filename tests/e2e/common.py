@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .harness import Outcome, Workspace
+from .harness import Outcome, Workspace, hook_events
 from .views import classify
 
 SMALL = {
@@ -63,3 +63,30 @@ def check_uninstall_restores(ws: Workspace, step: dict[str, Any]) -> None:
     ws.run([step])
     ws.loopwarden("install", ws.agent, "--uninstall")
     assert ws.settings.read_bytes() == ws.original
+
+
+COMPACTION = "compaction_loop_persisted"
+ARMED = "post-compaction guard armed"
+LOOP_THROUGH_COMPACTION = (4, 5, 7)
+"""Identical calls made before the compaction: past the consecutive-repeat rule's warning
+(at the 5th in a row), its first block (6th) and well into its blocks (stop at the 8th)."""
+
+
+def check_ended_by_the_compaction_abort(ws: Workspace, outcome: Outcome, before: int) -> None:
+    """An identical loop (``before`` calls of it before a compaction, more after) ended with
+    the post-compaction abort: the first stop in the hook log and the only stop stored, and
+    no more real executions after the compaction than the guard alone allows (windowSize)."""
+    t = ws.thresholds()
+    assert any(r["kind"] == "summary" for r in outcome.requests), "no compaction happened"
+    events = outcome.hook_events()
+    # The compaction came after the ``before`` calls: from the 5th on, each drew an event.
+    assert outcome.hook_log.count(ARMED) == 1, outcome.hook_log
+    head = hook_events(outcome.hook_log.split(ARMED)[0])
+    assert len(head) == max(0, before - t.warning), (head, events)
+    stops = [detector for action, detector in events if action in ("stop", "abort")]
+    assert stops[:1] == [COMPACTION], events
+    # The case this is about: loopwarden's own repeat rule spoke too, and was held back.
+    assert any(d == "consecutive_repeat" for _, d in events), events
+    assert ws.stored_stops() == [COMPACTION]
+    ran_after = outcome.executions - min(before, t.critical)
+    assert 0 <= ran_after <= t.window, f"{outcome.executions} executions, {before} before"

@@ -13,7 +13,8 @@ Script (JSON)::
                {"error": "prompt is too long", "status": 400},
                {"text": "done"}],
      "after": "text once the steps are used up",
-     "summary": "text answered to a summarization request"}
+     "summary": "text answered to a summarization request",
+     "main_tools": ["bash"]}   # optional: tool names that mark a main request (Anthropic)
 
 The main conversation's requests take the steps in order; summarization and
 other side requests (titles, quota probes) get fixed answers and do not take a
@@ -43,6 +44,8 @@ SUMMARY_MARKERS = (
     "summarize the conversation",
     "handoff summary",
     "<state_snapshot>",
+    "anchored summary from the conversation",  # OpenCode
+    "summarize this session for continuation",  # Cline CLI
 )
 Answer = Iterator[bytes] | bytes | tuple[int, bytes]
 
@@ -56,6 +59,8 @@ class Script:
             self.steps.extend([step] * int(step.get("repeat", 1)))
         self.after: str = spec.get("after", "I am done.")
         self.summary: str = spec.get("summary", "<summary>The user asked to poll a job.</summary>")
+        # Tool names that mark a main-conversation request, if not the API's own default.
+        self.main_tools: set[str] = set(spec.get("main_tools", ()))
         self.lock = threading.Lock()
         self.served = 0
 
@@ -132,7 +137,8 @@ class Anthropic(API):
 
     def is_main(self, path: str, body: Any) -> bool:
         tools = body.get("tools") if isinstance(body, dict) else None
-        return bool(tools) and any(t.get("name") == "Bash" for t in tools if isinstance(t, dict))
+        wanted = self.script.main_tools or {"Bash"}
+        return bool(tools) and any(t.get("name") in wanted for t in tools if isinstance(t, dict))
 
     def error(self, message: str) -> Any:
         return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
@@ -299,8 +305,9 @@ class Gemini(API):
 APIS: dict[str, type[API]] = {"anthropic": Anthropic, "responses": Responses, "gemini": Gemini}
 
 
-def serve(spec: dict[str, Any], log: Path) -> ThreadingHTTPServer:
-    """Start the scripted API on 127.0.0.1 (a free port) in a thread; requests go to ``log``."""
+def serve(spec: dict[str, Any], log: Path, port: int = 0) -> ThreadingHTTPServer:
+    """Start the scripted API on 127.0.0.1 (``port``, 0: a free one) in a thread; requests
+    go to ``log``."""
     api = APIS[spec["api"]](Script(spec))
     lock = threading.Lock()
     seq = itertools.count(1)
@@ -362,7 +369,7 @@ def serve(spec: dict[str, Any], log: Path) -> ThreadingHTTPServer:
                 self.wfile.flush()
             self.close_connection = True
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

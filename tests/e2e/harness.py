@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from typing import Any
 
 from loopwarden import LoopGuard, load_config
 from loopwarden.engine.detectors.loopwarden import ConsecutiveRepeatSettings
+from loopwarden.stores.sqlite import SQLiteStore, default_state_path
 
 from . import views
 
@@ -153,6 +155,10 @@ class Outcome:
         """Everything the model received, as one string (for 'never shown' checks)."""
         return "\n".join(json.dumps(r["body"]) for r in self.requests)
 
+    def hook_events(self) -> list[tuple[str, str]]:
+        """(action, detector) of each loop event in the hook log, in order."""
+        return hook_events(self.hook_log)
+
 
 @dataclass
 class Workspace:
@@ -213,9 +219,7 @@ class Workspace:
 
     def thresholds(self) -> Thresholds:
         """The thresholds of the config the hook uses in this HOME."""
-        path = self.home / ".config" / "loopwarden" / "config.json"
-        source: Any = path if path.exists() else hook_default_config()
-        cfg = LoopGuard(load_config(source)).config_for(self.agent)
+        cfg = LoopGuard(load_config(self.config_source())).config_for(self.agent)
         warning = cfg.warning_threshold
         critical = cfg.critical_threshold
         breaker = cfg.global_circuit_breaker_threshold
@@ -233,6 +237,26 @@ class Workspace:
             cfg.unknown_tool_threshold,
             cfg.post_compaction_guard.window_size,
         )
+
+    def config_source(self) -> Any:
+        """The config the hook uses in this HOME (its file, or the hook's default)."""
+        path = self.home / ".config" / "loopwarden" / "config.json"
+        return path if path.exists() else hook_default_config()
+
+    def stored_stops(self) -> list[str]:
+        """The ``stopped.code`` of every run the hook stored as stopped, read straight from
+        its SQLite file (the default state location in this HOME)."""
+        db = default_state_path({"HOME": str(self.home)})
+        if not db.exists():
+            return []
+        cfg = LoopGuard(load_config(self.config_source())).config_for(self.agent)
+        store = SQLiteStore(db)
+        try:
+            keys = store.keys()  # a store's runs, not a dict's keys
+            states = [store.load(key, cfg) for key in keys]
+        finally:
+            store.close()
+        return [s.stopped.code for s in states if s is not None and s.stopped is not None]
 
     # -- scripted steps -------------------------------------------------------------
     def poll(self, repeat: int = 1, **extra: Any) -> dict[str, Any]:
@@ -276,15 +300,14 @@ class Workspace:
             }
             for i, prompt in enumerate(prompts)
         ]
-        script: dict[str, Any] = {"api": agent.api, "steps": list(steps), "after": after}
-        if agent.summary:
-            script["summary"] = agent.summary
-        spec = {
-            "script": script,
+        spec: dict[str, Any] = {
+            "script": {"api": agent.api, "steps": list(steps), "after": after, **agent.script},
             "log": str(log),
             "result": str(result),
             "runs": runs,
         }
+        if agent.port:
+            spec["port"] = agent.port
         spec_path = self.root / f"spec-{n}.json"
         spec_path.write_text(json.dumps(spec))
         done = subprocess.run(
@@ -313,6 +336,14 @@ class Workspace:
         )
 
 
+_EVENT = re.compile(r"loopwarden (\w+): tool=\S+ detector=(\S+)")
+
+
+def hook_events(log: str) -> list[tuple[str, str]]:
+    """(action, detector) of each loop event in hook log text, in order."""
+    return _EVENT.findall(log)
+
+
 def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
@@ -327,8 +358,10 @@ class Agent:
 
     api = ""
     shell_tool = ""
-    summary = ""
-    """What the scripted model answers a summarization request with ("": the default)."""
+    script: dict[str, Any] = {}
+    """More fakeapi script keys (``main_tools``: the tools that mark a main request)."""
+    port = 0
+    """A fixed port for the fake API (a CLI whose settings file must name it); 0: any."""
 
     def user_settings(self, ws: Workspace) -> Path:
         raise NotImplementedError
@@ -555,7 +588,9 @@ class Qwen(Agent):
     api = "gemini"
     shell_tool = "run_shell_command"
     # Qwen keeps a compression only when the summary holds a state snapshot.
-    summary = "<state_snapshot>The user asked to poll job 42; it is still pending.</state_snapshot>"
+    script: dict[str, Any] = {
+        "summary": "<state_snapshot>The user asked to poll job 42; it is pending.</state_snapshot>"
+    }
 
     def user_settings(self, ws: Workspace) -> Path:
         path = ws.home / ".qwen" / "settings.json"
@@ -605,10 +640,9 @@ class Qwen(Agent):
         }
 
 
-AGENTS: dict[str, Agent] = {
-    "claude-code": ClaudeCode(),
-    "codex": Codex(),
-    "gemini": Gemini(),
-    "copilot": Copilot(),
-    "qwen": Qwen(),
-}
+AGENTS: dict[str, Agent] = {"claude-code": ClaudeCode(), "codex": Codex(), "gemini": Gemini()}
+
+from .harness_files import FILE_AGENTS  # noqa: E402 - OpenCode and Cline (they build on Agent)
+
+AGENTS.update(FILE_AGENTS)
+AGENTS.update(copilot=Copilot(), qwen=Qwen())

@@ -6,7 +6,7 @@ exists, serves the fake API of ``fakeapi.py`` on 127.0.0.1, runs each command
 of the spec in turn (same server, so a session can continue over several
 invocations) and writes what happened to ``SPEC.json``'s ``result`` file.
 
-Spec::
+Spec (``port``: optional, a fixed port for a CLI whose settings file must name it)::
 
     {"script": {...fakeapi script...}, "log": "requests.jsonl", "result": "result.json",
      "runs": [{"argv": [...], "env": {...}, "cwd": "...", "timeout": 120}]}
@@ -36,7 +36,7 @@ from fakeapi import serve
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
-_SESSION = re.compile(r'"(?:session_id|thread_id|sessionId)"\s*:\s*"([0-9a-zA-Z-]{8,})"')
+_SESSION = re.compile(r'"(?:session_id|thread_id|sessionId|sessionID)"\s*:\s*"([0-9a-zA-Z_-]{8,})"')
 
 
 def loopback_only() -> None:
@@ -59,7 +59,7 @@ def _fill(value: str, values: dict[str, str]) -> str:
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     loopback_only()
-    server = serve(spec["script"], Path(spec["log"]))
+    server = serve(spec["script"], Path(spec["log"]), spec.get("port", 0))
     values = {"port": str(server.server_address[1])}
     results: list[dict[str, Any]] = []
     for run in spec["runs"]:

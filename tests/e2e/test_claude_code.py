@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from .common import (
+    LOOP_THROUGH_COMPACTION,
     SMALL,
+    check_ended_by_the_compaction_abort,
     check_progressing_loop,
     check_uninstall_restores,
     check_users_hook_kept,
@@ -186,3 +188,26 @@ def test_the_users_own_hook_is_kept_and_still_runs(ws: Workspace) -> None:
 def test_uninstall_gives_back_the_file_byte_for_byte(ws: Workspace) -> None:
     """install, a session, then uninstall leave the user's settings file as it was."""
     check_uninstall_restores(ws, ws.poll(2))
+
+
+@pytest.mark.parametrize("before", LOOP_THROUGH_COMPACTION)
+def test_a_loop_through_auto_compaction_ends_with_the_compaction_abort(
+    ws: Workspace, before: int
+) -> None:
+    """The same call ``before`` times, an automatic compaction, then more of it, with the
+    default config (every rule on): the turn ends with the post-compaction abort, no later
+    than the guard alone would end it, and never with another rule's stop."""
+    t = ws.thresholds()
+    outcome = ws.run([ws.poll(before), PROMPT_TOO_LONG, ws.poll(t.window + 8)])
+    check_ended_by_the_compaction_abort(ws, outcome, before)
+    # The guard alone: window calls after the compaction, the last one's batch ends the turn.
+    assert len(outcome.main) <= before + 1 + t.window
+    result = final(outcome)
+    assert result["terminal_reason"] == "hook_stopped"
+    notices = [
+        e.get("content", "")
+        for e in outcome.runs[-1].events()
+        if e.get("type") == "system" and e.get("subtype") == "informational"
+    ]
+    assert [classify(n) for n in notices] == ["stop"], notices
+    assert "compaction" in notices[0], notices

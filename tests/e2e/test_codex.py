@@ -13,7 +13,9 @@ from collections.abc import Callable
 import pytest
 
 from .common import (
+    LOOP_THROUGH_COMPACTION,
     SMALL,
+    check_ended_by_the_compaction_abort,
     check_progressing_loop,
     check_uninstall_restores,
     check_users_hook_kept,
@@ -135,3 +137,26 @@ def test_doctor_reports_hooks_codex_does_not_trust(ws: Workspace) -> None:
     assert "Codex does not trust 3 of loopwarden's 3 hooks" in doctor.stdout, doctor.stdout
     assert "/hooks" in doctor.stdout
     assert "[ok] Codex CLI 0.171.0" in doctor.stdout
+
+
+@pytest.mark.parametrize("before", LOOP_THROUGH_COMPACTION)
+def test_a_loop_through_auto_compaction_ends_with_the_compaction_abort(
+    make_workspace: Callable[..., Workspace], before: int
+) -> None:
+    """The same call ``before`` times (the last answer makes Codex compact), then more of
+    it, with the default config (every rule on): the model is shown the post-compaction
+    abort, no later than the guard alone would end the loop, never another rule's stop,
+    and no later call of the turn runs."""
+    ws = make_workspace(AGENT, **COMPACT_AT)
+    ws.install()
+    t = ws.thresholds()
+    steps = [ws.poll(before - 1), ws.poll(1, usage=5000), ws.poll(t.window + 8)]
+    outcome = ws.run(steps)
+    seen = kinds(outcome)
+    check_ended_by_the_compaction_abort(ws, outcome, before)
+    first = seen.index("stop")
+    # The guard alone: the window-th call after the compaction is the last to run.
+    assert first < before + t.window, seen
+    shown = outcome.results()[first]
+    assert shown is not None and "compaction" in shown.everything, shown
+    assert all(kind in ("stop", None) for kind in seen[first:]), seen

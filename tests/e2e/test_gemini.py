@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from .common import (
+    LOOP_THROUGH_COMPACTION,
     SMALL,
+    check_ended_by_the_compaction_abort,
     check_progressing_loop,
     check_uninstall_restores,
     check_users_hook_kept,
@@ -54,6 +56,22 @@ def aborted(outcome: Outcome) -> bool:
     """The post-compaction guard ended the run (before the next model request: BeforeModel
     reads the outcomes, so stream-json shows no reason; the hook log has it)."""
     return "detector=compaction_loop_persisted" in outcome.hook_log
+
+
+def compressed(outcome: Outcome) -> bool:
+    """Gemini really rewrote the history: the first main request after a summary carries
+    fewer contents than the one before it (a summary request alone may come to nothing)."""
+    last: int | None = None
+    summarized = False
+    for request in outcome.requests:
+        if request["kind"] == "summary":
+            summarized = True
+        elif request["kind"] == "main":
+            size = len(request["body"].get("contents", []))
+            if summarized and last is not None and size < last:
+                return True
+            last, summarized = size, False
+    return False
 
 
 def test_no_progress_loop_warns_blocks_and_stops_at_the_configured_calls(ws: Workspace) -> None:
@@ -101,6 +119,7 @@ def test_real_compression_then_the_same_loop_is_aborted(
     ]
     outcome = ws.run(steps, ["Poll job 42.", "Poll job 42 again."])
     assert sum(r["kind"] == "summary" for r in outcome.requests) >= 1, "no compression happened"
+    assert compressed(outcome), "Gemini asked for a summary but kept the whole history"
     assert len(outcome.main) == 4 + t.window, "the model must not be called after the abort"
     assert aborted(outcome)
 
@@ -176,3 +195,31 @@ def test_uninstall_gives_back_the_file_byte_for_byte(
     ws = make_workspace(AGENT, hooks={})
     ws.install()
     check_uninstall_restores(ws, read(ws, 2))
+
+
+@pytest.mark.parametrize("before", LOOP_THROUGH_COMPACTION)
+def test_a_loop_through_real_compression_ends_with_the_compaction_abort(
+    make_workspace: Callable[..., Workspace], before: int
+) -> None:
+    """The same shell call ``before`` times in one prompt (the last answer makes Gemini
+    compress), then more of it, with loopwarden's default config (every rule on): the run
+    ends with the post-compaction abort before another model request, no later than the
+    guard alone would end it, and never with another rule's stop. (A shell call, so that
+    its real executions are counted; the hook ignores the PGID that changes each time.)"""
+    ws = make_workspace(AGENT, **COMPRESS_EARLY)
+    ws.install()
+    t = ws.thresholds()
+    # The first prompt gives Gemini history to compress (and is a run of its own).
+    steps = [
+        read(ws, 2),
+        {"text": "Still pending."},
+        ws.poll(before - 1),
+        ws.poll(1, usage=5000),
+        ws.poll(t.window + 8),
+    ]
+    outcome = ws.run(steps, ["Poll job 42.", "Poll job 42 again."])
+    assert compressed(outcome), "Gemini asked for a summary but kept the whole history"
+    check_ended_by_the_compaction_abort(ws, outcome, before)
+    assert aborted(outcome)
+    # The guard alone: the window-th call after the compression is the last one made.
+    assert len(outcome.main) <= 3 + before + t.window, "the model was called after the abort"

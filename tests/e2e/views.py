@@ -126,6 +126,8 @@ _READERS = {
     "claude-code": _anthropic,
     "codex": _responses,
     "gemini": _gemini,
+    "opencode": _anthropic,
+    "cline": _anthropic,
     "copilot": _responses,  # Copilot CLI's BYOK provider speaks the Responses API here
     "qwen": _gemini,  # Qwen Code's Gemini client
 }

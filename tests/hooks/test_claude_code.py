@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from loopwarden.hooks.options import HOOK_DEFAULT_CONFIG
 from tests.hooks import payloads as p
 from tests.hooks.conftest import SMALL, Hook
 
@@ -241,3 +242,30 @@ def test_run_record_and_log(hook_env: dict[str, str], tmp_path: Path) -> None:
     assert any(x["type"] == "event" and x["action"] == "block" for x in lines)
     log = (hook.state_db.parent / "hook.log").read_text()
     assert "loopwarden block: tool=Bash" in log and "session=1ec9a2f4-sess" in log
+
+
+@pytest.mark.parametrize("before", range(8))
+def test_a_loop_through_a_compaction_ends_with_the_seed_abort(
+    hook_env: dict[str, str], before: int
+) -> None:
+    """The hook's defaults (every rule on): identical calls, a compaction after ``before`` of
+    them, more of the same; the turn ends with the post-compaction abort, never with another
+    rule's stop (the library sweep in tests/core/test_precedence.py has the call numbers)."""
+    hook = Hook(hook_env, "claude-code")
+    session = f"sweep-{before}"
+    ended: dict[str, Any] | None = None
+    for n in range(1, 21):
+        if n == before + 1:
+            assert hook(p.claude_session_start("compact", session=session)).json == {}
+        pre = hook(p.claude_pre(n, command="cat log", session=session)).json
+        if pre.get("continue") is False:
+            ended = pre
+            break
+        post = hook(p.claude_batch([(n, "Bash", "same")], command="cat log", session=session))
+        if post.json.get("continue") is False:
+            ended = post.json
+            break
+    assert ended is not None, "the loop was never ended"
+    assert "compaction" in ended["stopReason"], ended["stopReason"]
+    state = hook.state(session, "prompt-1", config=dict(HOOK_DEFAULT_CONFIG))
+    assert state.stopped is not None and state.stopped.code == "compaction_loop_persisted"

@@ -7,8 +7,9 @@ import subprocess
 from pathlib import Path
 
 from loopwarden.hooks._protocol import AGENTS
+from loopwarden.hooks.daemon import ping
 from loopwarden.stores.sqlite import SQLiteStore
-from tests.hooks.conftest import LOOPWARDEN
+from tests.hooks.conftest import LOOPWARDEN, stop_helper
 from tests.hooks.test_install import install, user_file
 
 
@@ -155,3 +156,35 @@ def test_a_hook_of_another_installation_is_noted(hook_env: dict[str, str]) -> No
     done = doctor(hook_env, "--agent", "codex")
     assert f"this hook runs {other} hook, not this installation" in done.stdout
     assert "/hooks" in done.stdout
+
+
+def test_doctor_says_it_leaves_the_helper_running(hook_env: dict[str, str], tmp_path: Path) -> None:
+    """The test event starts the hook helper; doctor says so, for how long, and how to stop it."""
+    runtime = tmp_path / "run"  # a helper of this test's own, not the session's
+    runtime.mkdir(mode=0o700)
+    env = {**hook_env, "LOOPWARDEN_RUNTIME_DIR": str(runtime), "LOOPWARDEN_HOOK_IDLE": "900"}
+    try:
+        assert install(env, "claude-code").returncode == 0
+        assert ping(env) is None
+        done = doctor(env, "--agent", "claude-code")
+        assert done.returncode == 0, done.stdout
+        pid = ping(env)
+        assert pid is not None
+        assert (
+            f"[ok] hook helper: running (started by the test events above), pid {pid}"
+            in done.stdout
+        )
+        assert (
+            "it stays running to answer hook calls, and exits after 15 minutes without one "
+            "($LOOPWARDEN_HOOK_IDLE seconds); stop it now with 'loopwarden hook --stop-daemon'"
+        ) in done.stdout
+        again = doctor({**env, "LOOPWARDEN_HOOK_IDLE": "90"}, "--agent", "claude-code")
+        assert f"[ok] hook helper: running, pid {pid}," in again.stdout  # not started again
+        assert "exits after 90 seconds without one" in again.stdout
+        stopped = subprocess.run(
+            [str(LOOPWARDEN), "hook", "--stop-daemon"], env=env, capture_output=True, text=True
+        )
+        assert stopped.stdout.strip() == "loopwarden: hook helper stopped"
+        assert ping(env) is None
+    finally:
+        stop_helper(env)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from loopwarden.hooks.agents import ADAPTERS
+from loopwarden.hooks.fileinstall import FILE_AGENTS
 from tests.hooks.conftest import LAUNCHER, LOOPWARDEN, installed_command
 
 EXISTING = {
@@ -61,7 +62,7 @@ def ours(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 # Copilot's hooks have a shape of their own (tests/hooks/test_copilot_qwen.py).
-@pytest.mark.parametrize("agent", sorted(set(ADAPTERS) - {"copilot"}))
+@pytest.mark.parametrize("agent", sorted(set(ADAPTERS) - set(FILE_AGENTS) - {"copilot"}))
 def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) -> None:
     """A fresh install registers every event of the agent with the absolute hook command."""
     done = install(hook_env, agent)

@@ -60,11 +60,17 @@ class Driver:
     name: str
     requires: str
     """The framework module whose absence skips this driver."""
+    requires_also: tuple[str, ...] = ()
+    """Further modules the driver needs (a framework's optional model client)."""
     module: str
     """loopwarden's integration module."""
     extra: str
     hidden: tuple[str, ...]
     """Modules to hide to see the missing-extra error."""
+    unknown_tool_named = True
+    """The framework's own answer to a call of an unknown name names the tool."""
+    warnings_ignored: tuple[str, ...] = ()
+    """Warning filters for the framework's own warnings during its tests (pytest's syntax)."""
 
     def adapter(self, config: Any, **guard_kwargs: Any) -> Any:
         raise NotImplementedError
@@ -79,6 +85,10 @@ class Driver:
         self, adapter: Any, script: Script, tools: list[Any], *, compact: bool = False
     ) -> Result:
         return asyncio.run(self.arun(adapter, script, tools, compact=compact))
+
+    def missing(self) -> str | None:
+        """The first module this driver needs that is not installed."""
+        return next((m for m in (self.requires, *self.requires_also) if not installed(m)), None)
 
     def __repr__(self) -> str:
         return self.name

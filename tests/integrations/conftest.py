@@ -2,7 +2,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.integrations._drivers import installed
+from tests.integrations._drivers_more import import_crewai
 from tests.integrations._shared import Counter, Events
+
+if installed("crewai"):  # CrewAI's own venv: its environment set before anything imports it
+    import_crewai()
 
 
 @pytest.fixture(name="counter")

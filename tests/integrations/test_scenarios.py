@@ -1,4 +1,4 @@
-"""The behaviours every framework integration shares, run over all four frameworks.
+"""The behaviours every framework integration shares, run over every framework.
 
 Each framework runs a real agent with a scripted offline model (``_drivers.py``);
 what is specific to one framework stays in its own ``test_<framework>.py``.
@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 import loopwarden as lw
-from tests.integrations._drivers import DRIVERS, Call, Driver, Script, installed
+from tests.integrations._drivers import DRIVERS, Call, Driver, Script
+from tests.integrations._drivers_more import AG2, AG2OpenAI, CrewAI
+from tests.integrations._drivers_smolagents_llamaindex import LLAMAINDEX_DRIVERS, SMOLAGENTS_DRIVERS
 from tests.integrations._shared import (
     BLOCKED,
     SMALL,
@@ -25,15 +27,20 @@ from tests.integrations._shared import (
     import_error_without,
 )
 
+DRIVERS = (*DRIVERS, AG2(), AG2OpenAI(), CrewAI())
+
 all_frameworks = pytest.mark.parametrize(
     "driver",
     [
         pytest.param(
             d,
             id=d.name,
-            marks=pytest.mark.skipif(not installed(d.requires), reason=f"needs {d.requires}"),
+            marks=[
+                pytest.mark.skipif(d.missing() is not None, reason=f"needs {d.missing()}"),
+                *(pytest.mark.filterwarnings(w) for w in d.warnings_ignored),
+            ],
         )
-        for d in DRIVERS
+        for d in (*DRIVERS, *SMOLAGENTS_DRIVERS, *LLAMAINDEX_DRIVERS)
     ],
 )
 # ADK's event compaction warns that it is experimental; pytest turns warnings into errors.
@@ -141,8 +148,9 @@ def test_hallucinated_tool_is_blocked_then_stopped(driver: Driver, events: Event
     assert isinstance(stop, lw.CircuitBreakerTripped)
     assert (stop.detector, stop.tool_name, stop.count) == ("unknown_tool_repeat", "no_such_tool", 7)
     got = result.answers
-    for n in range(3):  # the framework's own answer, naming the tool
-        assert "no_such_tool" in got[f"c{n}"] and BLOCKED not in got[f"c{n}"]
+    for n in range(3):  # the framework's own answer, naming the tool where it does
+        assert BLOCKED not in got[f"c{n}"] and got[f"c{n}"]
+        assert "no_such_tool" in got[f"c{n}"] or not driver.unknown_tool_named
     for n in range(3, 7):
         assert "there is no tool named 'no_such_tool'" in got[f"c{n}"]
     assert events.actions() == ["block"] * 4 + ["stop"]
@@ -168,6 +176,24 @@ def test_loop_after_compaction_is_ended(driver: Driver, lw_logs: Any) -> None:
         3,
     )
     assert lw_logs.text.count("post-compaction guard armed for 3 attempts") == 1
+    assert 3 <= len(ran) < 12
+
+
+@all_frameworks
+def test_loop_after_compaction_is_ended_with_every_rule_on(driver: Driver) -> None:
+    """Detection on (loopwarden's own rules too): the loop that goes on through the
+    framework's compaction still ends with compaction_loop_persisted, not with a stop of
+    another rule that saw the repeats first."""
+    ran: list[str] = []
+    adapter = driver.adapter({"tools": {"loopDetection": {"enabled": True}}})
+
+    result = driver.run(
+        adapter, repeat("poll_status", {"job": "42"}), [poll_tool(ran)], compact=True
+    )
+
+    stop = result.stop
+    assert isinstance(stop, lw.CompactionLoopPersisted), stop
+    assert (stop.code, stop.tool_name) == ("compaction_loop_persisted", "poll_status")
     assert 3 <= len(ran) < 12
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,7 @@ def test_config_check_shows_the_setting(tmp_path: Path) -> None:
         "source": "loopwarden",
     }
     text = run_cli(["config", "check", str(path)]).stdout
-    assert "telemetry        {enabled: true, maxToolNames: 20, maxAgents: 100}" in text
+    assert re.search(r"telemetry +\{enabled: true, maxToolNames: 20, maxAgents: 100\}", text)
 
 
 def test_replay_never_reports_recorded_decisions_as_live_telemetry() -> None:

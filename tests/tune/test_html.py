@@ -40,16 +40,19 @@ def _page(tmp_path: Path) -> Path:
 
 
 def test_html_is_self_contained_with_one_point_per_config(tmp_path: Path) -> None:
-    """The page loads nothing, plots three configs and rings the recommended one."""
+    """The page loads nothing, plots the defaults and three configs, rings the recommended one."""
     page = _page(tmp_path).read_text()
     assert (
         "src=" not in page
         and "<link" not in page
         and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     )
-    assert page.count('class="pt"') == 3 and page.count('<circle class="best"') == 1
+    assert page.count('class="pt"') == 4 and page.count('<circle class="best"') == 1
     assert 'data-config="C2"' in page and "criticalThreshold&quot;: 12" in page
     assert page.count('fill="#c62828"') == 1  # C1 has a false block
+    # The header names the rules in force, loopwarden's own with their thresholds.
+    assert 'id="rules">rules of C0: unknown_tool_repeat block 11' in page
+    assert "consecutive_repeat warn 5 · block 6 · stop 8" in page
 
 
 @pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason=CHROMIUM_NOTE)
@@ -78,7 +81,7 @@ def test_chart_renders_in_headless_chromium(tmp_path: Path) -> None:
         check=False,
     )
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert '<svg id="chart"' in dom.stdout and dom.stdout.count("<circle") == 4
+    assert '<svg id="chart"' in dom.stdout and dom.stdout.count("<circle") == 5
     shot = tmp_path / "tune.png"
     done = subprocess.run(
         [*base, f"--screenshot={shot}", "--window-size=1100,1400", page.as_uri()],

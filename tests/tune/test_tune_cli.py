@@ -87,3 +87,53 @@ def test_labels_file_that_is_not_labels_is_a_usage_error(tmp_path: Path) -> None
     labels.write_text("run,label\nx,maybe\n")
     done = run_cli(["tune", str(known_corpus(tmp_path)), "--labels", str(labels)])
     assert done.returncode == 2 and "has no good/bad label" in done.stderr
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
+DOCUMENTED_GRID = ["--grid", "criticalThreshold=10,15,20", "--grid", "warningThreshold=5,8"]
+
+
+def test_the_documented_grid_on_the_examples_says_keep_the_defaults() -> None:
+    """On examples/traces every config of docs/cli.md's grid prevents the same calls as the
+    defaults: the report says there is no difference and offers nothing to paste."""
+    done = run_cli(["tune", str(EXAMPLES), *DOCUMENTED_GRID, "--workers", "1"], timeout=240)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "no difference: keep the defaults (C0: " in text
+    assert "every config of the grid prevents as many calls" in text
+    assert "recommended" not in text and "paste into your config" not in text
+    # The header lists every rule in force, loopwarden's own included.
+    assert "rules of C0: unknown_tool_repeat block 11" in text
+    assert "consecutive_repeat warn 5 · block 6 · stop 8" in text
+
+    data = _tune_json(str(EXAMPLES), *DOCUMENTED_GRID, "--workers", "1")
+    rec = data["recommendation"]
+    assert rec["config"] is None and rec["keep_defaults"] is True and rec["baseline"] == "C0"
+    assert rec["config_block"] is None
+    assert len(data["configs"]) == 7
+    assert {c["calls_prevented"] for c in data["configs"]} == {96}  # as docs/cli.md says
+    rules = {r["name"]: r for r in data["configs"][1]["rules"]}  # criticalThreshold=10, warn 5
+    assert [(t["action"], t["at"]) for t in rules["generic_repeat"]["thresholds"]] == [
+        ("warn", 6),
+        ("block", 11),
+    ]
+
+
+def test_a_config_is_recommended_only_past_the_margin() -> None:
+    """The default grid on the examples: the best config prevents a few more calls than the
+    defaults, fewer than 10% more, so the defaults stay; with --margin 5 it is recommended."""
+    kept = _tune_json(str(EXAMPLES), "--workers", "1")
+    prevented = [c["calls_prevented"] for c in kept["configs"]]
+    base, best = prevented[0], max(prevented)
+    assert base < best < base * 1.10, prevented  # what makes this case: a gain under 10%
+    assert (base, best) == (96, 102)  # the figures docs/cli.md gives
+    assert kept["recommendation"]["keep_defaults"] is True
+    assert kept["recommendation"]["calls_needed"] == -(-base // 10)
+    keys = {key for c in kept["configs"] for key in c["changes"]}
+    assert "loopwarden.consecutiveRepeat.blockAt" in keys  # the default grid moves our rules
+
+    picked = _tune_json(str(EXAMPLES), "--workers", "1", "--margin", "5")
+    rec = picked["recommendation"]
+    assert rec["keep_defaults"] is False and rec["config_block"] is not None
+    chosen = next(c for c in picked["configs"] if c["name"] == rec["config"])
+    assert chosen["calls_prevented"] == best

@@ -23,7 +23,8 @@ GRID = ["warningThreshold=3", "criticalThreshold=6,20"]
 
 
 def _tune(folder: Path) -> TuneOutcome:
-    candidates = build_candidates(load_config(BASE), grid_changes(parse_grid(GRID)))
+    # The figures of the grid's configs only: no baseline (C0) in front of them.
+    candidates = build_candidates(load_config(BASE), grid_changes(parse_grid(GRID)), baseline=False)
     return tune(plan_shards([str(folder)]), candidates, workers=1)
 
 

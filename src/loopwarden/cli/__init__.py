@@ -3,10 +3,12 @@
 Subcommands live in their own modules and are imported only when run: a
 coding-agent hook starts a new process for every tool call, so ``loopwarden
 hook`` must not pay for the imports of ``replay`` or ``mcp-proxy`` (nor for
-click). Each module exposes ``main(argv: list[str]) -> int``. Every command
-but ``hook`` is a click command run by :func:`._clickutil.run_command`, which
-gives them one set of exit codes (docs/cli.md, "Exit codes"); ``hook`` is
-hand-written for start-up speed and answers the way the agents expect.
+click). Each module exposes ``main(argv: list[str]) -> int``. The top level
+(``loopwarden -h``, ``--version``, an unknown command) and every command but
+``hook`` are click commands run by :func:`._clickutil.run_command`, which gives
+them one set of exit codes (docs/cli.md, "Exit codes"). ``hook`` goes straight
+to its hand-written fast path, without click, and answers the way the agents
+expect; only its ``--help`` is rendered by click, in the others' style.
 """
 
 # ruff: noqa: I002 - no `from __future__ import annotations` on the hook's hot path:
@@ -56,48 +58,36 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
 }
 
-_USAGE = "usage: loopwarden [-h] [--version] COMMAND [ARGS...]"
+EXIT_BROKEN_PIPE = 141
+"""The reader of stdout went away (``| head``): a shell's code for a command killed by SIGPIPE."""
 
 
-def _help() -> str:
-    width = max(len(name) for name in COMMANDS)
-    lines = [
-        _USAGE,
-        "",
-        "Stop AI agents from wasting tokens in tool-call loops.",
-        "",
-        "commands:",
-        *(f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()),
-        "",
-        "options:",
-        "  -h, --help  show this help and exit",
-        "  --version   show the version and exit",
-        "",
-        "Run 'loopwarden COMMAND --help' for the options of a command.",
-    ]
-    return "\n".join(lines)
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the flush at interpreter exit cannot fail again."""
+    import contextlib
+    import os
+
+    # (No stdout at all, or not a file: then nothing is left to flush either.)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: "Sequence[str] | None" = None) -> int:
     """Entry point of the ``loopwarden`` command; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
-        print(_help())
-        return 0 if args else 2
-    if args[0] == "--version":
-        from .._util import package_version
+    try:
+        if args and args[0] == "hook":
+            from .hook import main as hook  # the hook's hot path: no click
 
-        print(f"loopwarden {package_version()}")
-        return 0
-    name = args[0]
-    entry = COMMANDS.get(name)
-    if entry is None:
-        import difflib
+            code = hook(args[1:])
+        else:
+            from ._top import run
 
-        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        print(f"{_USAGE}\nloopwarden: error: unknown command '{name}'.{hint}", file=sys.stderr)
-        return 2
-    __import__(entry[0])  # not importlib: see loopwarden/__init__.py
-    code: int = sys.modules[entry[0]].main(args[1:])
+            code = run(args)
+        # Flushed here, not at exit: a reader that went away (`| head -1`) is then
+        # one more broken pipe handled below instead of a message from the interpreter.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
     return code

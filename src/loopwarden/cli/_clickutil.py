@@ -17,11 +17,12 @@ when ``LOOPWARDEN_DEBUG`` is set.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+
+from . import EXIT_BROKEN_PIPE, _drop_stdout
 
 __all__ = [
     "EXIT_FAIL",
@@ -44,7 +45,6 @@ EXIT_FAIL = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -73,8 +73,13 @@ def run_command(command: click.Command, argv: Sequence[str], prog: str, **extra:
 
     ``extra`` goes to the click context (``obj=...`` for what is not an option).
     """
+    # Not ``command.main``: it turns a broken pipe into ``sys.exit(1)``; here it is
+    # exit 141 like every other command's, and ``--help``/``ctx.exit`` become codes.
     try:
-        result = command.main(list(argv), prog_name=prog, standalone_mode=False, **extra)
+        with command.make_context(prog, list(argv), **extra) as ctx:
+            result = command.invoke(ctx)
+    except click.exceptions.Exit as exc:  # --help, --version, ctx.exit()
+        return exc.exit_code
     except click.UsageError as exc:
         # (click >= 8.2 reports "no arguments: show the help" as a UsageError too)
         if isinstance(exc, UsageFailure):
@@ -95,12 +100,7 @@ def run_command(command: click.Command, argv: Sequence[str], prog: str, **extra:
         click.echo("Interrupted.", err=True)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader went away (``| head``); stop quietly.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+        _drop_stdout()  # the reader went away (``| head``); stop quietly
         return EXIT_BROKEN_PIPE
     except Exception as exc:
         if os.environ.get("LOOPWARDEN_DEBUG"):

@@ -35,12 +35,7 @@ SETTINGS = (
     ("telemetry", "telemetry"),
 )
 
-GROUP_HELP = """Work with loopwarden config files (OpenClaw layout, JSON5 or JSON).
-
-\b
-Commands:
-  check  Validate a config and show the effective settings per agent.
-"""
+GROUP_HELP = "Work with loopwarden config files (OpenClaw layout, JSON5 or JSON)."
 
 CHECK_HELP = """Validate FILE and print the effective config of each agent.
 
@@ -51,6 +46,14 @@ prints each setting after merging and threshold repair, and where its value
 came from: default, global (the global block), agent (the agent's block),
 repair (criticalThreshold/globalCircuitBreakerThreshold raised to keep the
 threshold order) or override (--set). File values show their line.
+
+\b
+Then every rule in precedence order (OpenClaw's and loopwarden's own), with
+its thresholds and the key and source of each number, and, per loop pattern
+(identical loop, ping-pong, known poll, failure streak, unknown tool,
+post-compaction), the call at which the guard first warns, blocks and stops
+and which rule does it: measured by running the guard under the config on a
+synthetic call sequence of that pattern.
 
 \b
 Exit codes: 0 the config is valid; 1 it is not (every problem is listed with
@@ -125,6 +128,7 @@ def check_command(
 
     agents: list[str | None]
     if agent is not None:
+        _known_agent(config, agent, file)
         agents = [agent]
     else:
         agents = [None, *config.agent_ids()]
@@ -145,6 +149,8 @@ def check_command(
                     "effective": view["effective"],
                     "fields": view["fields"],
                     "repairs": view["repairs"],
+                    "rules": [r.to_dict() for r in view["rules"]],
+                    "first_actions": [p.to_dict() for p in view["first_actions"]],
                 }
                 for view in views
             ],
@@ -163,11 +169,33 @@ def check_command(
     click.echo(style("loopwarden settings", bold=True) + " (top-level 'loopwarden' key)")
     for key, info in settings.items():
         value = _show(info["value"])
-        click.echo(f"  {key:<16} {value:<28} {style(info['source'], dim=True)}")
+        where = info["source"]
+        if info.get("line") is not None and info["source"] != "default":
+            where += f" {file}:{info['line']}"
+        click.echo(f"  {key:<18} {value:<28} {style(where, dim=True)}")
     return EXIT_OK
 
 
+def _known_agent(config: Config, agent: str, file: str) -> None:
+    """``--agent`` must name an agent of the file (ids compared as OpenClaw does)."""
+    from ..config import normalize_agent_id
+
+    listed = config.listed_agents()
+    if normalize_agent_id(agent) in listed:
+        return
+    if not listed:
+        raise UsageFailure(
+            f"--agent {agent!r}: {file} names no agents (agents.list[].id or "
+            "agents.entries.<id>); without --agent the global block is shown, which every "
+            "agent gets"
+        )
+    names = ", ".join(listed)
+    raise UsageFailure(f"--agent {agent!r} is not an agent of {file}; its agents: {names}")
+
+
 def _view(config: Config, agent: str | None, file: str) -> dict[str, Any]:
+    from ..report.rules import first_actions, rules_in_force
+
     cfg = config.for_agent(agent)
     block_path = config.agent_block_path(agent) if agent is not None else None
     fields = {
@@ -188,6 +216,8 @@ def _view(config: Config, agent: str | None, file: str) -> dict[str, Any]:
         "repairs": list(cfg.repairs),
         "file": file,
         "cfg": cfg,
+        "rules": rules_in_force(config, agent),
+        "first_actions": first_actions(config, agent),
     }
 
 
@@ -200,7 +230,9 @@ def _show(value: Any) -> str:
         return "false"
     if isinstance(value, (list, tuple, frozenset, set)):
         return "[" + ", ".join(sorted(str(v) for v in value)) + "]"
-    if isinstance(value, Mapping) and all(isinstance(v, (bool, int)) for v in value.values()):
+    if isinstance(value, Mapping) and all(
+        v is None or isinstance(v, (bool, int, float)) for v in value.values()
+    ):
         return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
     if isinstance(value, Mapping):
         return "{" + ", ".join(str(k) for k in sorted(value)) + "}" if value else "{}"
@@ -227,22 +259,68 @@ def _print_view(view: dict[str, Any], style: Any) -> None:
         value = _show(info["value"])
         click.echo(f"  {key:<32} {value:<7} {style(source, fg=colour)}{style(where, dim=True)}")
     click.echo("  → " + _meaning(view["cfg"]))
+    _print_rules(view, style)
+
+
+_SWITCHES = {
+    "generic_repeat": "genericRepeat",
+    "known_poll_no_progress": "knownPollNoProgress",
+    "ping_pong": "pingPong",
+}
+
+
+def _why_off(rule: Any, view: dict[str, Any]) -> str:
+    """Why a rule does not run for this agent, in terms of the key that switches it."""
+    if rule.switch is not None and rule.switch.value is False:
+        return f"{rule.switch.key}: false, {rule.switch.where(view['file'])}"
+    cfg = view["cfg"]
+    if cfg.enabled is not True:
+        return f"{view['block']}.enabled is {_show(cfg.enabled)}"
+    switch = _SWITCHES.get(rule.name)
+    if switch is not None:
+        return f"{view['block']}.detectors.{switch}: false"
+    return "switched off"
 
 
 def _meaning(cfg: LoopDetectionConfig) -> str:
     if cfg.enabled is False:
         return "enabled: false — the guard does nothing at all for this agent"
-    guards = "post-compaction and unknown-tool guards on"
     if cfg.enabled is None:
         return (
-            f"enabled unset — rolling-history detectors off; {guards} "
-            "(set enabled: true to detect repeats, polls and ping-pong)"
+            "enabled unset — only the post-compaction and unknown-tool guards run "
+            "(set enabled: true for every rule below)"
         )
-    return (
-        f"rolling detectors on: warning at {cfg.warning_threshold}, block at "
-        f"{cfg.critical_threshold}, run stopped at {cfg.global_circuit_breaker_threshold} "
-        f"identical no-progress calls; {guards}"
+    return "enabled — every rule below that is on runs, in this order"
+
+
+def _print_rules(view: dict[str, Any], style: Any) -> None:
+    """The rules in force with their numbers and sources, then what acts first."""
+    file = view["file"]
+    click.echo(style("  rules, in precedence order", bold=True))
+    for rule in view["rules"]:
+        if not rule.on:
+            click.echo(f"    {rule.name:<26} {style('off', dim=True)} ({_why_off(rule, view)})")
+            continue
+        unit = rule.thresholds[0].unit if rule.thresholds else ""
+        click.echo(f"    {rule.name:<26} {rule.numbers():<28} {style(unit, dim=True)}")
+        seen: set[str] = set()
+        for threshold in rule.thresholds:
+            for src in threshold.sources:
+                if src.key in seen:
+                    continue
+                seen.add(src.key)
+                colour = {"default": None, "repair": "yellow", "override": "cyan"}.get(
+                    src.source, "green"
+                )
+                text = f"{src.key} = {_show(src.value)}"
+                click.echo(f"      {text:<56} {style(src.where(file), fg=colour)}")
+    click.echo(
+        style("  what acts first", bold=True)
+        + style(" (the guard run on a synthetic sequence of each pattern)", dim=True)
     )
+    for result in view["first_actions"]:
+        click.echo(f"    {result.pattern.title:<16} {result.text()}")
+        click.echo(f"    {'':<16} {style(result.pattern.sequence, dim=True)}")
 
 
 def _settings(config: Config) -> dict[str, dict[str, Any]]:
@@ -270,6 +348,19 @@ def _settings(config: Config) -> dict[str, dict[str, Any]]:
         if source == "default" and getattr(defaults, attr) != getattr(settings, attr):
             source = "loopwarden"
         out[key] = {"value": value, "source": source}
+    from ..config.model import RULE_SETTINGS
+    from ..report.rules import own_settings
+
+    for src in own_settings(config):
+        out[src.key.split(".", 1)[1]] = {"value": src.value, "source": src.source, "line": src.line}
+    for key, cls in RULE_SETTINGS.items():
+        section = settings.rules.get(cls)
+        source = "loopwarden" if given.get(key) is not None else "default"
+        out[key] = {
+            "value": section.to_dict(),
+            "source": source,
+            "line": config.line_of(("loopwarden", key)),
+        }
     return out
 
 

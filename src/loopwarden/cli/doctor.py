@@ -6,8 +6,9 @@ as a real subprocess (the way the agent would), and checks that the config
 loads and the state store can be written. Where the agent's CLI is on ``PATH``
 it also checks the CLI's version against the one the hooks were tested with
 and, for Codex, that Codex trusts and enables loopwarden's hooks (it skips
-untrusted hooks silently). Exit code 1 when something is broken; every
-problem says what to do.
+untrusted hooks silently). The test events start the hook helper if none was
+running; doctor says so, how long it stays and how to stop it. Exit code 1 when
+something is broken; every problem says what to do.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import click
 import orjson
 
 from ..errors import ConfigError, LoopwardenError
-from ..hooks import clistate
+from ..hooks import clistate, fileinstall
 from ..hooks._protocol import AGENTS
 from ..hooks.agents import ADAPTERS
 from ..hooks.settings import (
@@ -71,7 +72,9 @@ def _hook_words(command: str) -> list[str]:
     return hook_arguments(command) or []
 
 
-def _cleanup(agent: str, words: list[str], session: str, env: Mapping[str, str]) -> None:
+def _cleanup(
+    agent: str, words: list[str], session: str, env: Mapping[str, str], run: str | None = None
+) -> None:
     """Forget the synthetic session's state (same store the command used)."""
     from ..hooks.context import HookContext
     from ..hooks.options import agent_id_for, parse_args
@@ -82,8 +85,8 @@ def _cleanup(agent: str, words: list[str], session: str, env: Mapping[str, str])
         opts = parse_args(words)
         entry = ctx.guard_for(opts, env, os.getcwd())
         agent_id = agent_id_for(opts, env)
-        entry.guard.run(f"doctor-{session}", session_id=session, agent_id=agent_id).end()
-        entry.guard.run(session, session_id=session, agent_id=agent_id).end()
+        for name in {run or f"doctor-{session}", session}:
+            entry.guard.run(name, session_id=session, agent_id=agent_id).end()
         entry.side.delete_value(session_key(agent, agent_id, session))
     except Exception:
         pass  # leftovers expire with the TTL
@@ -98,7 +101,8 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         report.bad(f"command not found: {exe!r} (reinstall with 'loopwarden install {agent}')")
         return
     session = f"loopwarden-doctor-{uuid.uuid4().hex[:12]}"
-    event = ADAPTERS[agent].probe_event(session) or {
+    adapter = ADAPTERS[agent]
+    event = adapter.probe_event(session) or {
         "session_id": session,
         "transcript_path": "",
         "cwd": os.getcwd(),
@@ -125,7 +129,7 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         report.bad("the hook did not answer within 60 s")
         return
     finally:
-        _cleanup(agent, _hook_words(command), session, env)
+        _cleanup(agent, _hook_words(command), session, env, adapter.run_id(event))
     elapsed = (time.perf_counter() - start) * 1000
     err = done.stderr.decode(errors="replace").strip()
     if done.returncode != 0:
@@ -148,7 +152,68 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
     report.ok(f"test {_pre_event(agent)} event allowed in {elapsed:.0f} ms")
 
 
+def _check_files(agent: str, project: Path, env: Mapping[str, str], report: _Report) -> bool:
+    """OpenCode's plugin file, Cline's hook files: present, ours, and working."""
+    found_any = False
+    for scope in SCOPES:
+        directory = fileinstall.target_dir(agent, scope, env, project)
+        files = fileinstall.find_own(directory)
+        if not files:
+            report.info(f"{scope}: not installed ({directory})")
+            continue
+        found_any = True
+        report.ok(f"{scope}: installed in {directory}: {', '.join(p.name for p in files)}")
+        try:
+            names = {own.path.name for own in fileinstall.wanted(agent, directory, [])}
+        except SettingsError as exc:
+            report.bad(str(exc))
+            names = set()
+        missing = sorted(names - {p.name for p in files})
+        if missing:
+            report.bad(
+                f"{scope}: missing {', '.join(missing)}; run "
+                f"'loopwarden install {agent} --{scope}' again"
+            )
+        for path in files:
+            words = fileinstall.own_command(path)
+            if not words:
+                report.bad(f"{path}: no hook command found in it; install again")
+                continue
+            command = shlex.join(words)
+            report.info(f"command: {command}")
+            _other_installation(agent, command, report)
+            _run_hook(agent, command, report, env)
+            if agent == "opencode":
+                _check_plugin_module(path, report)
+    if found_any and agent == "opencode" and env.get("OPENCODE_PURE", "").lower() in ("1", "true"):
+        report.bad("OPENCODE_PURE is set: OpenCode loads no plugin, loopwarden's included")
+    if found_any:
+        _check_cli(agent, project, env, report)
+    return found_any
+
+
+def _check_plugin_module(path: Path, report: _Report) -> None:
+    """The module the plugin file imports must exist (it moves with the virtualenv)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    for line in text.splitlines():
+        if line.startswith("import { loopwarden } from "):
+            module = line.removeprefix("import { loopwarden } from ").rstrip(";")
+            try:
+                target = Path(orjson.loads(module))
+            except orjson.JSONDecodeError:
+                break
+            if not target.is_file():
+                report.bad(f"{path} imports {target}, which does not exist; install again")
+            return
+    report.bad(f"{path}: it imports no loopwarden module; install again")
+
+
 def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Report) -> bool:
+    if agent in fileinstall.FILE_AGENTS:
+        return _check_files(agent, project, env, report)
     found_any = False
     for scope in SCOPES:
         path = settings_path(agent, scope, env, project)
@@ -307,23 +372,38 @@ def _check_store(
         ctx.close()
 
 
-def _check_helper(env: Mapping[str, str], report: _Report) -> None:
-    from ..hooks._protocol import socket_path
-    from ..hooks.daemon import ping
+def _check_helper(env: Mapping[str, str], report: _Report, before: int | None) -> None:
+    """The hook helper, and whether the test events above started it (``before``: its pid
+    before them)."""
+    from ..hooks._protocol import HELLO_TIMEOUT, socket_path
+    from ..hooks.daemon import idle_text, silent_helper, wait_for_start
 
-    pid = ping(env)
+    pid = wait_for_start(env)  # a test event above may have just started one
+    silent = silent_helper(env) if pid is None else None
+    if silent is not None:
+        report.bad(
+            f"hook helper: pid {silent} listens but does not answer (stopped, or stuck); each "
+            f"hook call waits {HELLO_TIMEOUT:g} s for it, then handles its event itself. "
+            "End it with 'loopwarden hook --stop-daemon'"
+        )
+        return
     if pid is None:
         report.info("hook helper: not running (the next hook call starts it)")
-    else:
-        report.ok(f"hook helper: running, pid {pid}, socket {socket_path(env)}")
+        return
+    started = " (started by the test events above)" if before != pid else ""
+    report.ok(f"hook helper: running{started}, pid {pid}, socket {socket_path(env)}")
+    report.info(
+        f"it stays running to answer hook calls, and exits after {idle_text(env)} without "
+        "one ($LOOPWARDEN_HOOK_IDLE seconds); stop it now with 'loopwarden hook --stop-daemon'"
+    )
 
 
 @click.command(
     name="doctor",
     help=(
         "Show which loopwarden hooks are installed for each coding agent (Claude Code, "
-        "Codex CLI, Gemini CLI, GitHub Copilot CLI, Qwen Code), run a test event through "
-        "each, and check the config and the state store."
+        "Codex CLI, Gemini CLI, OpenCode, Cline CLI, GitHub Copilot CLI, Qwen Code), run a "
+        "test event through each, and check the config and the state store."
     ),
     context_settings=CONTEXT,
 )
@@ -339,9 +419,12 @@ def _check_helper(env: Mapping[str, str], report: _Report) -> None:
 def doctor_command(
     agent: str | None, directory: Path | None, config: str | None, state: str | None
 ) -> int:
+    from ..hooks.daemon import ping
+
     env = dict(os.environ)
     project = (directory or Path.cwd()).resolve()
     report = _Report()
+    helper = ping(env)
     click.echo("loopwarden doctor")
     click.echo("configuration and state:")
     _check_store(config, state, env, report)
@@ -350,7 +433,7 @@ def doctor_command(
         click.echo(f"{AGENT_TITLES[name]}:")
         installed = _check_agent(name, project, env, report) or installed
     click.echo("helper:")
-    _check_helper(env, report)
+    _check_helper(env, report, helper)
     if report.problems:
         click.echo(f"{report.problems} problem(s) found.")
         return EXIT_FAIL

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from ..hooks import installrecord
+from ..hooks import fileinstall, installrecord
 from ..hooks._protocol import AGENTS
 from ..hooks.settings import (
     AGENT_TITLES,
@@ -46,6 +46,14 @@ _NOTES = {
     "gemini": (
         'Gemini CLI releases that do not enable hooks by default need "hooksConfig": '
         '{"enabled": true} in settings.json.'
+    ),
+    "opencode": (
+        "OpenCode loads the plugin when it starts: restart running OpenCode sessions. "
+        "OPENCODE_PURE=1 or --pure skips it."
+    ),
+    "cline": (
+        "Cline has no way to refuse one call and go on: where loopwarden would block a "
+        "call, Cline ends the run (see docs/hooks.md)."
     ),
     "copilot": (
         "Copilot CLI reads this file at the start of each session; project hooks "
@@ -112,9 +120,12 @@ def install_command(
         except ValueError as exc:
             raise UsageFailure(f"--metrics: {exc}") from None
     scope: Scope = "project" if project else "user"
+    extra = _hook_args(config, state, metrics)
+    if agent in fileinstall.FILE_AGENTS:
+        return _install_files(agent, scope, directory, uninstall, extra, dry_run)
     path = settings_path(agent, scope, os.environ, (directory or Path.cwd()).resolve())
     title = AGENT_TITLES[agent]
-    command = hook_command(agent, _hook_args(config, state, metrics))
+    command = hook_command(agent, extra)
     env = os.environ
     restored = False
     try:
@@ -147,6 +158,55 @@ def install_command(
     if not uninstall:
         _precompile_hook_path()
         click.echo(f"  command: {command}")
+        note = _NOTES.get(agent)
+        if note:
+            click.echo(f"  note: {note}")
+        click.echo("  check it with: loopwarden doctor")
+    return EXIT_OK
+
+
+def _install_files(
+    agent: str,
+    scope: Scope,
+    directory: Path | None,
+    uninstall: bool,
+    extra: list[str],
+    dry_run: bool,
+) -> int:
+    """OpenCode and Cline: loopwarden's own files in the agent's directory."""
+    env = os.environ
+    title = AGENT_TITLES[agent]
+    target = fileinstall.target_dir(agent, scope, env, (directory or Path.cwd()).resolve())
+    try:
+        if uninstall:
+            if dry_run:
+                for path in fileinstall.find_own(target):
+                    click.echo(f"would remove {path}")
+                return EXIT_OK
+            done = fileinstall.uninstall(env, target)
+        else:
+            files = fileinstall.wanted(agent, target, extra)
+            if dry_run:
+                for own in files:
+                    click.echo(f"--- {own.path}")
+                    click.echo(own.text, nl=False)
+                return EXIT_OK
+            done = fileinstall.install(env, files, target)
+    except SettingsError as exc:
+        raise CommandFailure(str(exc)) from None
+    if not done.files:
+        status = "not installed" if uninstall else "already installed"
+        click.echo(f"loopwarden for {title} is {status} in {target}; nothing changed.")
+        return EXIT_OK
+    verb = "Removed loopwarden from" if uninstall else "Installed loopwarden for"
+    click.echo(f"{verb} {title} in {target}")
+    for path in done.files:
+        click.echo(f"  {'removed' if uninstall or not path.exists() else 'wrote'} {path}")
+    for path in done.dirs:
+        click.echo(f"  {'removed' if uninstall else 'created'} the directory {path}")
+    if not uninstall:
+        _precompile_hook_path()
+        click.echo(f"  command: {hook_command(agent, extra)}")
         note = _NOTES.get(agent)
         if note:
             click.echo(f"  note: {note}")

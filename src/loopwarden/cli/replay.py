@@ -136,6 +136,7 @@ def replay_command(
     from ..fleet import EngineUnavailable
     from ..fleet.replay import replay_shards
     from ..report import ReplayMeta, writer_for
+    from ..report.rules import rules_in_force
 
     forced = input_format(format_name)
     fleet = FleetOptions(workers, engine, ray_address)
@@ -157,6 +158,7 @@ def replay_command(
         overrides=overrides,
         effective=effective.to_dict(),
         version=package_version(),
+        rules=rules_in_force(config, agent),
     )
 
     with _Output(output) as out:

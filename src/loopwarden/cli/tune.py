@@ -36,9 +36,12 @@ run is replayed under every config of the grid, in one pass over the data,
 and the report gives per config: runs warned / blocked / stopped, tool calls
 that would not have run, the tokens of the turns behind them (where the trace
 records usage), how far into each loop the first alarm came, and with
---labels, false blocks and false warnings on runs labelled good. It
-recommends the config that prevents the most calls with zero false blocks
-and prints the config block to paste.
+--labels, false blocks and false warnings on runs labelled good. C0 is the
+base config itself (the defaults). A config is recommended, with the block to
+paste, only where it beats C0 on these runs: --margin % more calls prevented
+(at least one more) without more false blocks, or fewer false blocks without
+fewer calls prevented. Otherwise: "no difference: keep the defaults". Ties go
+to the defaults.
 
 \b
 --grid KEY=V1,V2,... takes any tools.loopDetection key (camelCase, dotted for
@@ -90,6 +93,14 @@ Examples:
     type=click.IntRange(2, 10_000),
     help="Calls in a row (same call, or two alternating) that count as a loop.",
 )
+@click.option(
+    "--margin",
+    default=10.0,
+    metavar="PCT",
+    show_default=True,
+    type=click.FloatRange(0, 1000),
+    help="Recommend a config only if it prevents this % more calls than the defaults (C0).",
+)
 @input_options
 @report_options
 def tune_command(
@@ -100,6 +111,7 @@ def tune_command(
     labels_path: str | None,
     label_field: str | None,
     loop_min: int,
+    margin: float,
     format_name: str,
     output_format: str,
     output: str,
@@ -179,6 +191,7 @@ def tune_command(
             engine=fleet.engine,
             ray_address=fleet.ray_address,
             on_shard=on_shard,
+            margin=margin / 100,
         )
     except EngineUnavailable as exc:
         raise CommandFailure(str(exc)) from None

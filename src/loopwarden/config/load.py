@@ -1,13 +1,15 @@
 """Loading a whole config (OpenClaw layout): :class:`Config` and :func:`load_config`.
 
 Only ``tools``, ``agents`` and our own top-level ``loopwarden`` key are read;
-every other key of an ``openclaw.json`` is left alone. Problems are collected
+every other key of an ``openclaw.json`` is left alone, unless it is a
+misspelling of one of ours (:mod:`.names`). Problems are collected
 over the whole file and raised together, each with its path and, for files,
 its line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -20,7 +22,6 @@ from ..errors import ConfigError, ConfigIssue
 from .merge import Layer, build, merge, nest
 from .model import (
     BLOCK_FIELDS,
-    BLOCK_KEYS,
     FieldView,
     LoopDetectionConfig,
     PathKey,
@@ -28,6 +29,7 @@ from .model import (
     format_path,
     normalize_agent_id,
 )
+from .names import check_names
 from .validate import mapping, validate_block, validate_settings
 
 __all__ = ["Config", "ConfigSource", "load_config", "log_repairs", "resolve_config"]
@@ -74,9 +76,11 @@ class Config:
         raw: Mapping[str, Any] | None = None,
         text: str | None = None,
         overrides: tuple[tuple[Mapping[str, Any], bool], ...] = (),
+        listed: tuple[str, ...] = (),
     ) -> None:
         self._global = dict(global_block)
         self._agents = dict(agents)
+        self._listed = listed
         self.settings = settings
         self.source = source
         self.raw: Mapping[str, Any] = raw if raw is not None else {}
@@ -95,6 +99,11 @@ class Config:
     def agent_ids(self) -> list[str]:
         """Normalised ids of the agents that have their own ``loopDetection`` block."""
         return sorted(self._agents)
+
+    def listed_agents(self) -> list[str]:
+        """Normalised ids of every agent the config names (``agents.list[].id``,
+        ``agents.entries.<id>``), with or without a block of its own, in file order."""
+        return list(self._listed)
 
     def _entry(self, agent_id: str | None) -> _AgentBlock | None:
         return self._agents.get(normalize_agent_id(agent_id)) if agent_id is not None else None
@@ -148,6 +157,7 @@ class Config:
             raw=self.raw,
             text=self._text,
             overrides=(*self._overrides, (clean, all_agents)),
+            listed=self._listed,
         )
 
     def explain(self, agent_id: str | None = None) -> list[FieldView]:
@@ -173,6 +183,10 @@ class Config:
             views.append(FieldView(key, value, source, line, detail))
         return views
 
+    def line_of(self, path: PathKey) -> int | None:
+        """The line of the config file that sets ``path`` (``None``: not from a file)."""
+        return self._key_lines().get(path)
+
     def _key_lines(self) -> dict[PathKey, int]:
         if self._lines is None:
             self._lines = {}
@@ -192,22 +206,16 @@ def _parse(raw: Any, issues: list[ConfigIssue]) -> Config:
     if not isinstance(raw, Mapping):
         issues.append(ConfigIssue("", f"expected a config object, got {type(raw).__name__}"))
         return Config({}, {}, Settings())
-    stray = [k for k in raw if k in BLOCK_KEYS] if "tools" not in raw else []
-    for key in stray:
-        issues.append(
-            ConfigIssue(
-                key,
-                "loop-detection fields belong under tools.loopDetection "
-                f"(use {{'tools': {{'loopDetection': {{{key!r}: ...}}}}}}, "
-                "or LoopDetectionConfig.from_dict() for a bare block)",
-            )
-        )
+    check_names(raw, issues)
     tools = mapping(raw.get("tools"), ("tools",), issues) or {}
     global_block = validate_block(tools.get("loopDetection"), _BLOCK_PATH, issues)
     agents_raw = mapping(raw.get("agents"), ("agents",), issues) or {}
     agents: dict[str, _AgentBlock] = {}
+    listed: list[str] = []
 
     def add(agent_id: Any, entry: Mapping[str, Any], path: PathKey) -> None:
+        if isinstance(agent_id, str) and agent_id.strip():
+            listed.append(normalize_agent_id(agent_id))
         entry_tools = mapping(entry.get("tools"), (*path, "tools"), issues) or {}
         if entry_tools.get("loopDetection") is None:
             return
@@ -246,7 +254,7 @@ def _parse(raw: Any, issues: list[ConfigIssue]) -> Config:
         if entry_map is not None:
             add(agent_id, entry_map, ("agents", "entries", str(agent_id)))
     settings = validate_settings(raw.get("loopwarden"), issues)
-    return Config(global_block, agents, settings, raw=raw)
+    return Config(global_block, agents, settings, raw=raw, listed=tuple(dict.fromkeys(listed)))
 
 
 def _parse_path_key(path: str) -> PathKey:
@@ -318,12 +326,21 @@ def _load_text(text: str, file: str) -> Config:
     try:
         raw = json5.loads(text)
     except ValueError as exc:
+        from .._json5loc import syntax_error
+
         match = _JSON5_ERROR.match(str(exc))
         line = int(match.group(1)) if match else None
-        reason = match.group(2) if match else str(exc)
-        raise _refused(
-            [ConfigIssue("", f"not valid JSON5: {reason}", file=file, line=line)], closed
-        ) from None
+        message = f"not valid JSON5: {match.group(2) if match else exc}"
+        column = re.search(r"at column (\d+)$", message)
+        # json5 reports where its parser gave up, often a token or two after the
+        # mistake; ours is used when it is no later than that.
+        found = syntax_error(text)
+        if found is not None and (
+            line is None or (found.line, found.column) <= (line, int(column[1]) if column else 0)
+        ):
+            line = found.line
+            message = f"not valid JSON5 at column {found.column}: {found.message}"
+        raise _refused([ConfigIssue("", message, file=file, line=line)], closed) from None
     except RecursionError:  # the bracket count missed something: still a config error
         message = f"nested deeper than {MAX_DEPTH} levels (objects and arrays)"
         raise _refused([ConfigIssue("", message, file=file)], closed) from None
@@ -353,8 +370,12 @@ def load_config(source: ConfigSource) -> Config:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
+            reason = exc.strerror or str(exc)
+            if not path.is_absolute():  # say where a relative path was looked for
+                with contextlib.suppress(OSError):
+                    reason += f" (looked for in the working directory {os.getcwd()})"
             raise ConfigError(
-                [ConfigIssue("", f"cannot read config file: {exc.strerror or exc}", file=str(path))]
+                [ConfigIssue("", f"cannot read config file: {reason}", file=str(path))]
             ) from None
         except UnicodeDecodeError:
             raise ConfigError(

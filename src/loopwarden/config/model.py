@@ -150,7 +150,7 @@ class Rules:
     """The settings of loopwarden's own rules (the ``loopwarden`` block's rule sections).
 
     ``LoopGuard`` runs these rules by default whenever detection is ``enabled``; the
-    engine objects of the SPEC 8 API only when a config sets ``rules`` explicitly.
+    engine-level API (``ToolCallHistory``) only when a config sets ``rules`` explicitly.
     """
 
     sections: Mapping[str, RuleSettings] = field(default_factory=dict)
@@ -202,8 +202,8 @@ class LoopDetectionConfig:
     """``postCompactionGuard``: the guard armed after a context compaction."""
     rules: Rules | None = None
     """loopwarden's own rules (``loopwarden`` block); ``None``: not chosen here.
-    ``LoopGuard`` fills it from its settings (on by default); the SPEC 8 engine objects
-    run them only when it is set."""
+    ``LoopGuard`` fills it from its settings (on by default); the engine-level objects
+    (``ToolCallHistory``) run them only when it is set."""
     repairs: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """Threshold repairs applied to this block, in words."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -8,7 +8,7 @@
     compaction.py PostCompactionGuard: the window the seed's guard watches after a compaction
     state.py      RunState (what stores keep per run, and its codec), Stop
     runtime.py    before / after / compacted: every rule through one path, returning a Step
-    history.py    ToolCallHistory: the SPEC 8 engine API (one window for all runs)
+    history.py    ToolCallHistory: the engine-level API (one window for all runs)
 
 :mod:`loopwarden.guard` drives it: it hashes the inputs, runs a policy
 function inside a store transaction, and only after the commit writes run

@@ -1,4 +1,4 @@
-"""The post-compaction guard (SPEC section 5).
+"""The post-compaction guard (docs/detection.md, "After a context compaction").
 
 After the runner compacts an overflowing context and retries, a model that was
 stuck tends to resume the very same call. The guard opens a short window of
@@ -9,7 +9,7 @@ The guard decides; it does not write its log lines itself on the runtime path.
 :meth:`PostCompactionGuard.open` and :meth:`~PostCompactionGuard.step` return
 the line to log, and the runtime guard writes it once the store has committed
 the change (a store may run a transaction twice). :meth:`~PostCompactionGuard.arm`
-and :meth:`~PostCompactionGuard.observe`, the SPEC 8 entry points for callers
+and :meth:`~PostCompactionGuard.observe`, the engine-level entry points for callers
 that use the guard on its own, write it straight away.
 """
 
@@ -71,22 +71,21 @@ class PostCompactionGuard:
         self.window_size = max(1, int(window_size))
         self.enabled = enabled
         self._remaining = 0
+        self.armed = False
+        """A window is open: the next ``remaining_attempts`` outcomes are attempts."""
         self._window: list[tuple[str, str, str]] = []
-        self._recent: deque[tuple[str, str]] = deque(maxlen=_BASELINE_SIZE)
+        self.recent: deque[tuple[str, str]] = deque(maxlen=_BASELINE_SIZE)
+        """(tool, args hash) of the newest calls: what a compaction compares attempts with."""
         self._baseline: set[tuple[str, str]] = set()
         self._repeats = 0
         self._repeat_tools: set[str] = set()
-
-    @property
-    def armed(self) -> bool:
-        return self._remaining > 0
 
     @property
     def remaining_attempts(self) -> int:
         return self._remaining
 
     def arm(self) -> None:
-        """Open a new window (forgetting any previous one) and log it (SPEC 5)."""
+        """Open a new window (forgetting any previous one) and log it."""
         line = self.open()
         if line is not None:
             write_line(line)
@@ -103,8 +102,9 @@ class PostCompactionGuard:
         if not self.enabled:
             return None
         self._remaining = self.window_size
+        self.armed = True
         self._window = []
-        self._baseline = set(self._recent)
+        self._baseline = set(self.recent)
         self._repeats = 0
         self._repeat_tools = set()
         return LogLine(INFO, "post-compaction guard armed for %d attempts", (self.window_size,))
@@ -115,17 +115,17 @@ class PostCompactionGuard:
             return _IDLE
         signature = (tool, args_hash)
         if self._remaining <= 0:
-            self._recent.append(signature)
+            self.recent.append(signature)
             return _IDLE
         self._remaining -= 1
         triple = (tool, args_hash, result_hash)
         self._window.append(triple)
-        self._recent.append(signature)
+        self.recent.append(signature)
         if signature in self._baseline:
             self._repeats += 1
             self._repeat_tools.add(tool)
         matches = self._window.count(triple)
-        armed = self._remaining > 0
+        armed = self.armed = self._remaining > 0
         if matches >= self.window_size:
             return CompactionVerdict(
                 True,
@@ -167,7 +167,7 @@ class PostCompactionGuard:
         return {
             "r": self._remaining,
             "w": self._window,
-            "c": list(self._recent),
+            "c": list(self.recent),
             "b": sorted(self._baseline),  # a stable order: equal states, equal bytes
             "n": self._repeats,
             "t": sorted(self._repeat_tools),
@@ -176,8 +176,9 @@ class PostCompactionGuard:
     def load(self, data: dict[str, Any]) -> None:
         # map() over C callables: no Python frame per remembered call.
         self._remaining = int(data.get("r", 0))
+        self.armed = self._remaining > 0
         self._window = list(map(tuple, data.get("w", [])))
-        self._recent = deque(map(tuple, data.get("c", [])), maxlen=_BASELINE_SIZE)
+        self.recent = deque(map(tuple, data.get("c", [])), maxlen=_BASELINE_SIZE)
         self._baseline = set(map(tuple, data.get("b", [])))
         self._repeats = int(data.get("n", 0))
         self._repeat_tools = set(data.get("t", []))

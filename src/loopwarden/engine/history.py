@@ -1,4 +1,4 @@
-"""``ToolCallHistory``: the engine-level rolling history (OpenClaw's model, the SPEC 8 API).
+"""``ToolCallHistory``: the engine-level rolling history, one window for all runs.
 
 One window of ``historySize`` records shared by every run (OpenClaw's model),
 with detection scoped to the run being checked. The runtime guard
@@ -31,7 +31,7 @@ from ..hashing import (
 )
 from ..profiles import DEFAULT_REGISTRY, ProfileRegistry
 from ..profiles.volatile import error_excerpt
-from .detectors import Call, Detection, new_observed
+from .detectors import Call, Detection, Observed
 from .runtime import decide, observe, quiet
 from .state import RunState
 from .window import Record, RunWindow
@@ -189,7 +189,7 @@ class ToolCallHistory:
         waited = st.plan.own and quiet(
             st, sig, None if started is None else self.clock() - started, params, recent or is_error
         )
-        observe(st, new_observed((tool, sig, result_hash, is_error, error, waited, False)))
+        observe(st, Observed(tool, sig, result_hash, is_error, error, waited, False))
         return rec
 
     def detect(self, tool: str, params: Any, run_id: str | None = None) -> Detection | None:

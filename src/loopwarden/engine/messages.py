@@ -41,7 +41,7 @@ def unknown_tool(name: str, count: int) -> str:
 
 
 def unregistered_tool(name: str, count: int) -> str:
-    """SPEC 6.4: ``name`` is not among the run's registered tools."""
+    """``name`` is not among the run's registered tools."""
     return (
         f"CRITICAL: loopwarden blocked this call: there is no tool named {name!r}, and it "
         f"has been attempted {count} times in a row. Do not call it again; continue with "
@@ -139,7 +139,7 @@ def unknown_tool_stop(name: str, count: int) -> str:
 
 
 def compaction_abort(tool: str, count: int, window: int) -> str:
-    """SPEC 5: the loop survived a context compaction."""
+    """The post-compaction guard: the loop survived a context compaction."""
     return (
         f"CRITICAL: {tool} was called {count} times with identical arguments and got "
         f"identical results in the {window} attempts right after context compaction. "

@@ -37,8 +37,9 @@ from ..hashing import Outcome, OutcomeSource, error_text, failed, is_wait_comman
 from ..profiles.volatile import error_excerpt
 from . import messages
 from .compaction import COMPACTION_LOOP_PERSISTED, LogLine
-from .detectors import UNKNOWN_TOOL_REPEAT, Call, Detection, Plan, Trigger, Verdict, new_observed
+from .detectors import UNKNOWN_TOOL_REPEAT, Call, Detection, Observed, Plan, Trigger, Verdict
 from .state import MAX_MASKED, RunState, Stop
+from .window import RECENT_CALLS
 
 if TYPE_CHECKING:
     from .detectors import Observed
@@ -171,26 +172,26 @@ def decide(st: RunState, call: Call, arbitrate: bool = True) -> Detection | None
             last = records[-1]
             if last.unknown_tool_name is not None and last.tool_name == tool:
                 facts |= _MISSING
-    plan = st.plan
-    asked = plan.checkers(facts)
+    asked = st.checks.get(facts)
+    if asked is None:
+        asked = st.checks_for(facts)
     if not asked:
         return None
-    detectors = st.detectors
-    openclaw = plan.openclaw
     spec: Detection | None = None
     own: Detection | None = None
-    for i in asked:
-        if openclaw[i]:
+    for openclaw, check in asked:
+        if openclaw:
             if spec is None:  # OpenClaw's rules: the first that matches decides
-                spec = detectors[i].check(st, call)
+                spec = check(st, call)
             continue
-        found = detectors[i].check(st, call)
+        found = check(st, call)
         if found is not None and (own is None or _severity(found) > _severity(own)):
             own = found
     det = own if own is not None and _outranks(own, spec) else spec
     if det is None or not arbitrate:
         return det
-    for i in plan.arbiters:
+    detectors = st.detectors
+    for i in st.plan.arbiters:
         det = detectors[i].arbitrate(st, call, det)
     return det
 
@@ -234,7 +235,7 @@ def _block(st: RunState, call: Call, det: Detection, first: bool, now: float) ->
     if det.detector != UNKNOWN_TOOL_REPEAT:
         st.blocks += 1
     failing = tool == st.failed_tool
-    verdict = observe(st, new_observed((tool, sig, repeated, failing, None, False, True)))
+    verdict = observe(st, Observed(tool, sig, repeated, failing, None, False, True))
     log = None if verdict is None else verdict.log
     if verdict is not None and verdict.stop is not None:
         ended = verdict.stop
@@ -249,17 +250,15 @@ def _block(st: RunState, call: Call, det: Detection, first: bool, now: float) ->
 def observe(st: RunState, ev: Observed) -> Verdict | None:
     """Show every rule a finished (or blocked) call; the first verdict that ends the run
     wins, and the engine's facts move on."""
-    plan = st.plan
-    detectors = st.detectors
     verdict: Verdict | None = None
-    for i in plan.observers:
-        found = detectors[i].observe(st, ev)
+    for fn in st.observers:
+        found = fn(st, ev)
         if found is not None and (verdict is None or verdict.stop is None):
             verdict = found
     failed_tool = st.failed_tool
-    if plan.failure_observers and (ev.is_error or failed_tool is not None):
-        for i in plan.failure_observers:
-            found = detectors[i].observe(st, ev)
+    if st.failure_observers and (ev.is_error or failed_tool is not None):
+        for fn in st.failure_observers:
+            found = fn(st, ev)
             if found is not None and (verdict is None or verdict.stop is None):
                 verdict = found
     if ev.is_error:
@@ -290,28 +289,40 @@ def after(st: RunState, done: Done, now: float) -> Step:
     result_hash = outcome.hash
     plan: Plan = st.plan
     if result_hash is None:
-        observe(st, new_observed((tool, sig, None, False, None, False, False)))
+        observe(st, Observed(tool, sig, None, False, None, False, False))
         return QUIET if note is None else Step(note=note)
     window = st.window
-    recent = plan.own and window.repeats_recent(sig)
+    stats = window.sigs.get(sig)
+    # window.repeats_recent(sig), inline (every outcome passes here)
+    recent = (
+        plan.own
+        and stats is not None
+        and stats.hashed > 0
+        and window.next_seq - stats.newest_seq <= RECENT_CALLS + 1
+    )
     masked = None
     # Masked only when the call has an earlier, different outcome to compare with, and
     # (with loopwarden's rules) repeats a recent call: a counter loop repeats at once,
     # and masking a long output costs several times hashing it.
-    if src is not None and src.masker is not None and (recent or not plan.own):
-        stats = window.sigs.get(sig)
-        if stats is not None and stats.hashed and stats.latest != result_hash:
-            memo = (tool, result_hash)
-            masked = st.masked.get(memo)
-            if masked is None:
-                masked = masked_hash(src) or result_hash
-                if len(st.masked) >= MAX_MASKED:
-                    st.masked.clear()
-                st.masked[memo] = masked
-            if masked == result_hash:
-                masked = None
-            else:
-                result_hash = masked
+    if (
+        src is not None
+        and src.masker is not None
+        and (recent or not plan.own)
+        and stats is not None
+        and stats.hashed
+        and stats.latest != result_hash
+    ):
+        memo = (tool, result_hash)
+        masked = st.masked.get(memo)
+        if masked is None:
+            masked = masked_hash(src) or result_hash
+            if len(st.masked) >= MAX_MASKED:
+                st.masked.clear()
+            st.masked[memo] = masked
+        if masked == result_hash:
+            masked = None
+        else:
+            result_hash = masked
     unknown = outcome.unknown_tool_name
     rec = window.complete_pending(sig, call_id, result_hash, unknown)
     if rec is None:
@@ -324,14 +335,15 @@ def after(st: RunState, done: Done, now: float) -> Step:
             error = error_excerpt(error_text(src))
     # A command is read for a wait only where it can matter: a call that repeats a recent
     # one, or a failure (a server that is still starting fails while the agent waits).
-    waited = plan.own and quiet(
-        st,
-        sig,
-        None if rec is None else now - rec.timestamp,
-        None if src is None else src.params,
-        recent or is_error,
-    )
-    verdict = observe(st, new_observed((tool, sig, result_hash, is_error, error, waited, False)))
+    waited = False
+    if plan.own:  # quiet(), inline
+        if (rec is not None and now - rec.timestamp >= plan.wait_seconds) or (
+            st.polls and sig in st.polls
+        ):
+            waited = True
+        elif (recent or is_error) and src is not None and src.params is not None:
+            waited = is_wait_command(src.params)
+    verdict = observe(st, Observed(tool, sig, result_hash, is_error, error, waited, False))
     if verdict is not None:
         ended = verdict.stop
         if ended is not None:

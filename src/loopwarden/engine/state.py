@@ -9,6 +9,7 @@ the codec is :meth:`RunState.to_parts` / :meth:`RunState.from_bytes`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -77,15 +78,18 @@ class RunState:
         "blocked",
         "blocks",
         "buckets",
+        "checks",
         "detached",
         "detectors",
         "failed_tool",
+        "failure_observers",
         "guard",
         "lock",
         "masked",
         "miss_count",
         "miss_name",
         "notes",
+        "observers",
         "plan",
         "polls",
         "started",
@@ -102,8 +106,14 @@ class RunState:
         """The post-compaction guard of the run."""
         self.plan = plan
         """The rules of the run's config."""
-        self.detectors = plan.fresh()
+        self.detectors = dets = plan.fresh()
         """The run's rule objects, in the order of ``plan.detectors``."""
+        # Bound hooks, made once per run: a loop over rules of different classes calling
+        # ``det.observe`` looks the method up generically on every call.
+        self.observers = tuple(dets[i].observe for i in plan.observers)
+        self.failure_observers = tuple(dets[i].observe for i in plan.failure_observers)
+        self.checks: dict[int, tuple[tuple[bool, Callable[..., Detection | None]], ...]] = {}
+        """Facts -> (OpenClaw's rule, bound ``check``) of the rules to ask, filled on use."""
         self.buckets: dict[str, int] = {}
         self.notes: dict[str, str] = {}
         self.blocked: dict[str, bool] = {}
@@ -129,6 +139,14 @@ class RunState:
         self.lock: AbstractContextManager[Any] | None = None
         self.detached = False
 
+    def checks_for(self, facts: int) -> tuple[tuple[bool, Callable[..., Detection | None]], ...]:
+        """The rules to ask about a call for which ``facts`` hold, in precedence order."""
+        plan, dets = self.plan, self.detectors
+        found = self.checks[facts] = tuple(
+            (plan.openclaw[i], dets[i].check) for i in plan.checkers(facts)
+        )
+        return found
+
     @classmethod
     def new(cls, config: LoopDetectionConfig, window: RunWindow | None = None) -> RunState:
         return cls(
@@ -141,7 +159,7 @@ class RunState:
 
     def should_deliver(self, key: str, count: int, every: int) -> bool:
         """Bucketed warning delivery: at ``every``, ``2*every``, ... per key."""
-        bucket = count // every
+        bucket = count // every if every > 0 else count
         if bucket <= self.buckets.get(key, 0):
             return False
         self.buckets.pop(key, None)

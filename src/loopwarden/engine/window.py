@@ -1,7 +1,7 @@
 """The rolling history of one run, with the counts the detectors need kept up to date.
 
 Detection must not cost more as the window grows (``historySize`` may be 1000),
-so every quantity of SPEC section 4 is maintained incrementally as records are
+so every quantity the rolling detectors read is maintained incrementally as records are
 added, completed and evicted; only rare events (an outcome that arrives out of
 order) fall back to a bounded walk. Detectors read these quantities as plain
 attributes, because a method call costs more than the read itself on a path
@@ -39,7 +39,7 @@ RECENT_CALLS = 5
 
 
 class Record:
-    """One call in the history (SPEC section 3); made by :meth:`RunWindow.add`."""
+    """One call in the history (tool, args hash, outcome hash); made by :meth:`RunWindow.add`."""
 
     __slots__ = (
         "args_hash",
@@ -147,8 +147,8 @@ class RunWindow:
     __slots__ = (
         "_dirty",
         "_enc",
-        "_next_seq",
         "capacity",
+        "next_seq",
         "pp_last",
         "pp_last_tool",
         "pp_other",
@@ -161,7 +161,8 @@ class RunWindow:
         self.capacity = capacity
         self.records: deque[Record] = deque()
         self.sigs: dict[str, SigStats] = {}
-        self._next_seq = 0
+        self.next_seq = 0
+        """The ``seq`` the next added record gets."""
         self.pp_last: str | None = None
         self.pp_last_tool: str | None = None
         self.pp_other: str | None = None
@@ -204,8 +205,8 @@ class RunWindow:
         rec.timestamp = timestamp
         rec.veto = veto
         rec.ustreak = 0
-        rec.seq = seq = self._next_seq
-        self._next_seq = seq + 1
+        rec.seq = seq = self.next_seq
+        self.next_seq = seq + 1
         sig = self.sigs.get(args_hash)
         if sig is None:
             sig = self.sigs[args_hash] = _new(SigStats)
@@ -335,7 +336,7 @@ class RunWindow:
         return (
             stats is not None
             and stats.hashed > 0
-            and self._next_seq - stats.newest_seq <= RECENT_CALLS + 1
+            and self.next_seq - stats.newest_seq <= RECENT_CALLS + 1
         )
 
     def pp_evidence(self, tail: int) -> bool:

@@ -29,13 +29,32 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs every 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["AGENTS", "ENV_KEYS", "PROTOCOL", "forward", "main", "runtime_dir", "socket_path"]
+__all__ = [
+    "AGENTS",
+    "ENV_KEYS",
+    "HELLO",
+    "HELLO_TIMEOUT",
+    "PROTOCOL",
+    "forward",
+    "main",
+    "runtime_dir",
+    "socket_path",
+]
 
-AGENTS = ("claude-code", "codex", "gemini", "copilot", "qwen")
+AGENTS = ("claude-code", "codex", "gemini", "opencode", "cline", "copilot", "qwen")
 """The coding agents ``loopwarden hook`` and ``install`` accept (adapters in ``hooks.agents``)."""
 
-PROTOCOL = "LWH2"
+PROTOCOL = "LWH3"
 """Wire version of a forwarded event; part of the socket name, so versions never meet."""
+
+HELLO = b"+"
+"""What a helper sends first on every connection, before it reads anything: the hook
+sends its event only to a helper that is alive."""
+
+HELLO_TIMEOUT = 1.0
+"""Seconds the hook waits for :data:`HELLO`: a helper that is frozen (SIGSTOP), or whose
+workers are all busy, is passed over and the event is handled in process. No event was
+sent to it, so none is counted twice."""
 
 ENV_KEYS = (
     "HOME",
@@ -112,8 +131,12 @@ def forward(argv: "list[str]", payload: bytes) -> "tuple[int, bytes, bytes] | No
     except (ImportError, AttributeError, OSError):
         return None
     try:
-        sock.settimeout(2.0)
+        # A helper that is alive answers at once; the kernel accepts connections for
+        # a frozen one too, so wait for its greeting before sending anything.
+        sock.settimeout(HELLO_TIMEOUT)
         sock.connect(path)
+        if sock.recv(1) != HELLO:
+            raise OSError("no greeting")
     except OSError:
         sock.close()
         return None

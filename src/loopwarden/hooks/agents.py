@@ -110,6 +110,15 @@ class Adapter:
         """The harmless pre-call event ``doctor`` sends; None: the Claude-shaped default."""
         return None
 
+    def event_name(self, event: Mapping[str, Any]) -> str | None:
+        """The event's name, as the answer and the log call it."""
+        name = event.get("hook_event_name")
+        return name if isinstance(name, str) else None
+
+    def session_id(self, event: Mapping[str, Any]) -> str | None:
+        """The session the event belongs to (every guard state is keyed by it)."""
+        return _text(event.get("session_id"))
+
     def kind(self, event: Mapping[str, Any]) -> Kind | None:
         name = event.get("hook_event_name")
         if not isinstance(name, str):
@@ -193,6 +202,10 @@ class Adapter:
     def model_note(self, event: Mapping[str, Any], note: str) -> dict[str, Any]:
         """Show ``note`` to the model with its next request (only where a CLI allows it)."""
         return {}
+
+    def compaction_file(self, event: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+        """A file the agent rewrites at each compaction, where no event says so (Cline)."""
+        return None
 
 
 # What Claude Code answers the model for a call it could not make, as the
@@ -371,10 +384,15 @@ class _Registry(Mapping[str, Adapter]):
 
     def _get(self) -> dict[str, Adapter]:
         if self._table is None:
+            from .agents_cline import ClineAdapter
             from .agents_copilot import CopilotAdapter
+            from .agents_opencode import OpenCodeAdapter
             from .agents_qwen import QwenAdapter
 
-            classes = (Adapter, CodexAdapter, GeminiAdapter, CopilotAdapter, QwenAdapter)
+            classes = (
+                *(Adapter, CodexAdapter, GeminiAdapter, OpenCodeAdapter, ClineAdapter),
+                *(CopilotAdapter, QwenAdapter),
+            )
             by_name = {cls.name: cls() for cls in classes}
             self._table = {name: by_name[name] for name in AGENTS}
         return self._table

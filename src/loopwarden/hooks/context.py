@@ -19,8 +19,9 @@ from .._logging import logger
 from ..config import load_config
 from ..errors import ConfigError
 from ..guard import LoopGuard
-from ..stores import SideRecords
+from ..stores import SideRecords, store_from_url
 from ..stores.sqlite import SQLiteStore
+from .onewait import OneWait
 from .options import (
     HOOK_DEFAULT_CONFIG,
     HookOptions,
@@ -52,7 +53,7 @@ class HookContext:
 
     def __init__(self, max_guards: int = 8, *, serve_metrics: bool = False) -> None:
         self._entries: OrderedDict[tuple[Any, ...], HookEntry] = OrderedDict()
-        self._sides: dict[str, SQLiteStore] = {}
+        self._sides: dict[str, OneWait] = {}
         self._lock = threading.Lock()
         self._max = max_guards
         self._serve_metrics = serve_metrics
@@ -122,23 +123,21 @@ class HookContext:
 
             telemetry = resolve_telemetry(None, config.settings.telemetry, prometheus=metrics)
         try:
-            guard = LoopGuard(
-                config,
-                store=store_url(opts, env, cwd, config),
-                run_record=record,
-                telemetry=telemetry,
-            )
+            url = store_url(opts, env, cwd, config)
+            inner = store_from_url(url, ttl_seconds=config.settings.state_ttl_seconds)
         except ConfigError as exc:  # e.g. a malformed store URL in a valid file
             exc.fail_closed = exc.fail_closed or config.settings.fail_mode == "closed"
             raise
-        store = guard.store
+        # At most one wait for the store per event (see onewait).
+        store = OneWait(inner)
+        guard = LoopGuard(config, store=store, run_record=record, telemetry=telemetry)
         side: SideRecords
-        if isinstance(store, SideRecords):
+        if isinstance(inner, SideRecords):
             side = store
         else:  # e.g. redis: the small side records still live in the local SQLite file
             side_path = default_state(env)
             with self._lock:
-                side = self._sides.get(side_path) or SQLiteStore(side_path)
+                side = self._sides.get(side_path) or OneWait(SQLiteStore(side_path))
                 self._sides[side_path] = side
         entry = HookEntry(guard, side)
         with self._lock:

@@ -13,7 +13,8 @@ store, so the helper holds nothing a hook process would not see.
 
 Wire format (one connection per event; ``\\0`` separates fields)::
 
-    request:  LWH1 \\0 cwd \\0 N \\0 argv[0..N] \\0 M \\0 env[0..M] (k=v) \\0 <event bytes>
+    greeting: +   (sent by the helper on accepting, before it reads; see HELLO)
+    request:  LWH3 \\0 cwd \\0 N \\0 argv[0..N] \\0 M \\0 env[0..M] (k=v) \\0 <event bytes>
     control:  LWC1 \\0 stop|ping
     answer:   <exit code> \\0 <len(stderr)> \\0 <stderr> <stdout>     or  R  (outdated: retry)
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import socket
 import sys
@@ -32,12 +34,24 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .._logging import logger
-from ._protocol import PROTOCOL, runtime_dir, socket_path
+from ..errors import LoopwardenError
+from ._protocol import HELLO, HELLO_TIMEOUT, PROTOCOL, runtime_dir, socket_path
 from .context import HookContext
 from .hooklog import write_log
 from .runner import handle
 
-__all__ = ["DEFAULT_IDLE_SECONDS", "main", "ping", "serve", "spawn", "stop"]
+__all__ = [
+    "DEFAULT_IDLE_SECONDS",
+    "idle_seconds",
+    "idle_text",
+    "main",
+    "ping",
+    "serve",
+    "silent_helper",
+    "spawn",
+    "stop",
+    "wait_for_start",
+]
 
 DEFAULT_IDLE_SECONDS = 900.0
 CONTROL = "LWC1"
@@ -48,12 +62,22 @@ _LOCK_FD = 3  # where a spawned helper finds the lock its starter took
 _STOP_GRACE_SECONDS = 5.0
 
 
-def _idle_seconds(env: Mapping[str, str]) -> float:
+def idle_seconds(env: Mapping[str, str]) -> float:
+    """How long the helper waits for an event before it exits (``$LOOPWARDEN_HOOK_IDLE``)."""
     try:
         value = float(env.get("LOOPWARDEN_HOOK_IDLE", DEFAULT_IDLE_SECONDS))
     except ValueError:
         return DEFAULT_IDLE_SECONDS
-    return value if value > 0 else DEFAULT_IDLE_SECONDS
+    return value if 0 < value < math.inf else DEFAULT_IDLE_SECONDS
+
+
+def idle_text(env: Mapping[str, str]) -> str:
+    """:func:`idle_seconds` in words: ``15 minutes``, ``90 seconds``."""
+    seconds = idle_seconds(env)
+    if seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds:g} seconds"
 
 
 def _private_dir(path: str) -> bool:
@@ -167,7 +191,10 @@ class _Server:
             self.active += 1
         try:
             conn.settimeout(10.0)
+            conn.sendall(HELLO)
             data = _recv_all(conn)
+            if not data:
+                return  # the hook gave up waiting for the greeting: nothing was sent
             if data.startswith(CONTROL.encode() + b"\0"):
                 command = data[len(CONTROL) + 1 :]
                 if command == b"stop":
@@ -299,15 +326,32 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS, lock_fd: int | None = N
     return 0
 
 
+class _Silent(LoopwardenError):
+    """A helper accepted the connection but sent no greeting (frozen, or every worker busy)."""
+
+
 def _control(env: Mapping[str, str], command: str) -> int | None:
-    """Send a control command; the helper's pid, or None when none answers."""
+    """Send a control command; the helper's pid, or None when none answers.
+
+    Raises :class:`_Silent` when a helper listens but does not greet.
+    """
     if not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):
         return None  # no helper on this platform
     path = socket_path(env)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
+        sock.settimeout(HELLO_TIMEOUT)
+        try:
+            sock.connect(path)
+        except OSError:
+            return None
+        try:
+            greeting = sock.recv(1)
+        except OSError:
+            greeting = b""
+        if greeting != HELLO:
+            raise _Silent
         sock.settimeout(2.0)
-        sock.connect(path)
         sock.sendall(f"{CONTROL}\0{command}".encode())
         sock.shutdown(socket.SHUT_WR)
         answer = _recv_all(sock)
@@ -323,26 +367,83 @@ def _control(env: Mapping[str, str], command: str) -> int | None:
 
 
 def ping(env: Mapping[str, str]) -> int | None:
-    """The pid of the running helper, or None."""
-    return _control(env, "ping")
+    """The pid of the running helper, or None (also for one that does not answer:
+    see :func:`silent_helper`)."""
+    try:
+        return _control(env, "ping")
+    except _Silent:
+        return None
+
+
+def silent_helper(env: Mapping[str, str]) -> int | None:
+    """The pid of a helper that listens but does not answer (stopped with SIGSTOP, or
+    all its workers stuck), from its pid file; None when there is none."""
+    try:
+        _control(env, "ping")
+    except _Silent:
+        return _pid_file(socket_path(env))
+    return None
+
+
+def _pid_file(path: str) -> int | None:
+    """The pid in the helper's pid file, if that process is alive and is this helper."""
+    try:
+        pid = int(Path(path + ".pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if path.encode() in cmdline.split(b"\0") else None
+
+
+def wait_for_start(env: Mapping[str, str], timeout: float = 5.0) -> int | None:
+    """The helper's pid once it answers, if one is running or starting (its lock is
+    taken); None at once when no helper holds the lock, or after ``timeout``."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout
+    while True:
+        pid = ping(env)
+        if pid is not None or time.monotonic() > deadline:
+            return pid
+        try:
+            fd = os.open(socket_path(env) + ".lock", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            time.sleep(0.05)  # held: a helper is starting (the lock is released on exit)
+            continue
+        finally:
+            os.close(fd)  # (closing also releases the lock if we took it)
+        return None
 
 
 def stop(env: Mapping[str, str], wait: float = _STOP_GRACE_SECONDS + 2.0) -> bool:
-    """Ask the running helper to exit and wait until it has; one that does not is
-    terminated (its socket removed), so no socket outlives a stop."""
-    pid = _control(env, "stop")
+    """Ask the running helper to exit and wait until it has; one that does not (or that
+    does not answer at all) is terminated (its socket removed), so no socket outlives a
+    stop."""
+    path = socket_path(env)
+    try:
+        pid = _control(env, "stop")
+    except _Silent:
+        pid = _pid_file(path)
+        if pid is None:
+            return False
+        wait = 0.0  # it cannot hear the request: terminate it now
     if pid is None:
         return False
-    path = socket_path(env)
     if _gone(pid, path, wait):
         return True
     import signal
 
     logger.warning("loopwarden: the hook helper (pid %d) did not stop; terminating it", pid)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    # SIGCONT after SIGTERM: a stopped helper gets to handle the SIGTERM (or dies of
+    # the SIGKILL).
+    for sig in (signal.SIGTERM, signal.SIGCONT, signal.SIGKILL):
         with contextlib.suppress(OSError):
             os.kill(pid, sig)
-        if _gone(pid, None, 2.0):
+        if sig != signal.SIGTERM and _gone(pid, None, 2.0):
             break
     with contextlib.suppress(OSError):
         os.unlink(path)
@@ -396,7 +497,7 @@ def spawn(env: Mapping[str, str]) -> bool:
             "import sys; del sys.path[0]; from loopwarden.hooks.daemon import main; "
             "raise SystemExit(main(sys.argv[1:]))"
         )
-        argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(_idle_seconds(env))]
+        argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(idle_seconds(env))]
         argv += ["--lock-fd", str(_LOCK_FD)]
         devnull = os.devnull
         try:

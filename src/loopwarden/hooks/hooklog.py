@@ -90,7 +90,7 @@ def write_log(env: Mapping[str, str], lines: list[Line], context: str, cwd: str 
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     text = "".join(f"{stamp} {context} {line}\n" for _, line, _ in lines)
     try:
-        # 0700 whoever creates the directory first, the log or the store (issue 11).
+        # 0700 whoever creates the directory first, the log or the store.
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             if path.stat().st_size > _LOG_MAX_BYTES:

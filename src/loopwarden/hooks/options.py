@@ -23,6 +23,9 @@ from .agents import ADAPTERS
 
 __all__ = [
     "HOOK_DEFAULT_CONFIG",
+    "HOOK_HELP",
+    "HOOK_OPTIONS",
+    "HookOption",
     "HookOptions",
     "UsageError",
     "absolute_path",
@@ -55,58 +58,91 @@ class HookOptions(NamedTuple):
     """The event's name, for agents that do not send it (``--event``)."""
 
 
+HOOK_HELP = """Coding-agent hook: reads one hook event as JSON on stdin and prints the
+answer the agent expects (allow, deny with a reason, a warning for the model,
+or the end of the turn).
+
+AGENT is claude-code, codex or gemini. 'loopwarden install AGENT' adds the hook
+to the agent's settings, which then runs it around every tool call; a small
+helper process keeps the guard loaded between calls (it exits after
+{idle} without a hook event, or on --stop-daemon).
+
+\b
+Exit codes: 0 the event was answered (a block or a stop is an answer, never
+exit 2, which the agents would read as a block of the hook's own making);
+1 bad command line.
+"""
+"""``loopwarden hook --help`` in click's layout (``\\b`` keeps a paragraph as written);
+``{idle}`` is the helper's idle time."""
+
+
+class HookOption(NamedTuple):
+    """One option of ``loopwarden hook``: the flag, its metavar (None: a switch), its help."""
+
+    flag: str
+    metavar: str | None
+    help: str
+
+
+HOOK_OPTIONS = (
+    HookOption(
+        "--config",
+        "FILE",
+        "loopwarden/OpenClaw config file (default: $LOOPWARDEN_CONFIG, then "
+        "~/.config/loopwarden/config.json5 or config.json; none: detection on with defaults).",
+    ),
+    HookOption(
+        "--state",
+        "URL_OR_PATH",
+        "State store: a SQLite file path or store URL (default: $LOOPWARDEN_STATE, then "
+        "the config's loopwarden.store, then ~/.local/share/loopwarden/state.db).",
+    ),
+    HookOption(
+        "--agent-id",
+        "ID",
+        "Agent id for per-agent config blocks (default: $LOOPWARDEN_AGENT_ID or the agent name).",
+    ),
+    HookOption(
+        "--no-daemon",
+        None,
+        "Handle the event in this process; do not use or start the helper process.",
+    ),
+    HookOption("--stop-daemon", None, "Stop the running helper process and exit."),
+    HookOption(
+        "--metrics",
+        "HOST:PORT",
+        "The helper process serves Prometheus metrics at http://HOST:PORT/metrics "
+        "(needs loopwarden[prometheus]; events handled in the hook process are not counted).",
+    ),
+    HookOption(
+        "--event",
+        "NAME",
+        "The hook event this command is installed for (for agents whose events do not "
+        "carry their name, such as GitHub Copilot CLI).",
+    ),
+)
+"""The options, shared by the parser below and the help ``loopwarden hook --help`` prints."""
+
+
+# What click prints above a usage error of the other commands.
+_USAGE = "Usage: loopwarden hook [OPTIONS] [AGENT]\nTry 'loopwarden hook -h' for help.\n\n"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # never exit 2: agents read that as "block"
-        raise UsageError(f"{self.format_usage()}loopwarden hook: error: {message}")
+        raise UsageError(f"{_USAGE}loopwarden hook: error: {message}")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="loopwarden hook",
-        description=(
-            "Coding-agent hook: reads one hook event as JSON on stdin and prints the answer "
-            "the agent expects (allow, deny with a reason, a warning for the model, or the "
-            "end of the turn). Install it with 'loopwarden install AGENT'."
-        ),
-    )
+    # argparse, not click: the hook process must start fast (``loopwarden hook --help``
+    # prints HOOK_HELP with click instead, in the style of the other commands).
+    parser = _Parser(prog="loopwarden hook", description=HOOK_HELP.split("\n\n")[0])
     parser.add_argument("agent", choices=sorted(ADAPTERS), nargs="?", help="the coding agent")
-    parser.add_argument(
-        "--config",
-        metavar="FILE",
-        help="loopwarden/OpenClaw config file (default: $LOOPWARDEN_CONFIG, then "
-        "~/.config/loopwarden/config.json5 or config.json; none: detection on with defaults)",
-    )
-    parser.add_argument(
-        "--state",
-        metavar="URL_OR_PATH",
-        help="state store: a SQLite file path or store URL (default: $LOOPWARDEN_STATE, then "
-        "the config's loopwarden.store, then ~/.local/share/loopwarden/state.db)",
-    )
-    parser.add_argument(
-        "--agent-id",
-        help="agent id for per-agent config blocks (default: $LOOPWARDEN_AGENT_ID or the "
-        "agent name)",
-    )
-    parser.add_argument(
-        "--no-daemon",
-        action="store_true",
-        help="handle the event in this process; do not use or start the helper process",
-    )
-    parser.add_argument(
-        "--stop-daemon", action="store_true", help="stop the running helper process and exit"
-    )
-    parser.add_argument(
-        "--metrics",
-        metavar="HOST:PORT",
-        help="the helper process serves Prometheus metrics at http://HOST:PORT/metrics "
-        "(needs loopwarden[prometheus]; events handled in the hook process are not counted)",
-    )
-    parser.add_argument(
-        "--event",
-        metavar="NAME",
-        help="the hook event this command is installed for (for agents whose events do "
-        "not carry their name, such as GitHub Copilot CLI)",
-    )
+    for option in HOOK_OPTIONS:
+        if option.metavar is None:
+            parser.add_argument(option.flag, action="store_true", help=option.help)
+        else:
+            parser.add_argument(option.flag, metavar=option.metavar, help=option.help)
     return parser
 
 
@@ -129,8 +165,7 @@ def _parse_args(argv: list[str]) -> HookOptions:
     ns = _parser().parse_args(argv)
     if ns.agent is None and not ns.stop_daemon:
         raise UsageError(
-            f"{_parser().format_usage()}loopwarden hook: error: name the agent "
-            f"({', '.join(sorted(ADAPTERS))})"
+            f"{_USAGE}loopwarden hook: error: name the agent ({', '.join(sorted(ADAPTERS))})"
         )
     return HookOptions(
         ns.agent or "",

@@ -30,6 +30,7 @@ from .._logging import logger
 from ..engine.detectors import UNKNOWN_TOOL_REPEAT
 from ..errors import ConfigError, LoopAbort
 from ..guard import Decision, RunGuard
+from . import onewait
 from .agents import ADAPTERS, Adapter, BatchEntry, Kind
 from .context import HookContext, HookEntry
 from .hooklog import start_capture, write_log
@@ -125,6 +126,8 @@ def _replay_unknown(run: RunGuard, calls: list[UnknownCall]) -> list[str]:
     """
     note: str | None = None
     for call in calls:
+        if onewait.spent():
+            break  # the store failed for this event: the rest would only fail too
         decision = run.before_call(call.tool, call.params, call.call_id)
         if decision.blocked:
             note = _miss_note(call.tool, decision)
@@ -141,6 +144,8 @@ def _record(run: RunGuard, entries: Iterable[BatchEntry], with_ids: bool) -> lis
     """
     notes: list[str] = []
     for entry in entries:
+        if onewait.spent():
+            break  # the store failed for this event: one wait, not one per call
         call = entry.call
         if entry.missing:
             miss = UnknownCall(call.tool, call.params, call.call_id, str(entry.outcome["error"]))
@@ -188,6 +193,23 @@ def _act(
     return adapter.allow(kind, name, _join(note, *notes))
 
 
+def _compaction_marker(
+    adapter: Adapter, kind: Kind, event: Mapping[str, Any], env: Mapping[str, str]
+) -> str | None:
+    """The state of the file the agent rewrites at each compaction ("-": none yet), read
+    before the state transaction; None where the agent says so by an event."""
+    if kind not in ("pre", "post", "failure"):
+        return None
+    path = adapter.compaction_file(event, env)
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+
 def _process(
     ctx: HookContext,
     opts: HookOptions,
@@ -199,8 +221,8 @@ def _process(
     kind = adapter.kind(event)
     if kind is None:
         return Answer({})  # an event loopwarden does not act on
-    name = str(event["hook_event_name"])
-    session = _str(event.get("session_id"))
+    name = adapter.event_name(event) or ""
+    session = adapter.session_id(event)
     if session is None:
         logger.warning("loopwarden hook: %s event without session_id; allowed", name)
         return Answer({})
@@ -222,7 +244,13 @@ def _process(
             )
         )
     agent_id = agent_id_for(opts, env)
-    step = step_session(entry.side, adapter, kind, event, session, agent_id)
+    marker = _compaction_marker(adapter, kind, event, env)
+    step = step_session(entry.side, adapter, kind, event, session, agent_id, marker)
+    if onewait.spent() and kind != "pre":
+        # The store already failed (and waited) once for this event: no second wait.
+        # A PreToolUse still asks the guard, which answers at once, allowing the call
+        # or, with failMode closed, denying it.
+        return Answer({})
     if kind == "turn":  # the agent goes on with a turn: end it if its run was stopped
         return Answer(adapter.stop(kind, name, step.stopped) if step.stopped else {})
     if kind == "end":
@@ -257,6 +285,15 @@ def _answer(
     try:
         event = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
+        if len(payload) > LENIENT_MAX:
+            logger.warning(
+                "loopwarden hook: the event (%d bytes) is not JSON the fast parser takes (%s), "
+                "and larger than %d bytes is not read again; allowed",
+                len(payload),
+                exc,
+                LENIENT_MAX,
+            )
+            return Reply(0, b"{}", ""), context
         event = _lenient(payload)
         if event is None:
             logger.warning("loopwarden hook: the event on stdin is not JSON (%s); allowed", exc)
@@ -268,7 +305,7 @@ def _answer(
         )
         return Reply(0, b"{}", ""), context
     event = ADAPTERS[opts.agent].normalize(event, opts.event)
-    session = _str(event.get("session_id"))
+    session = ADAPTERS[opts.agent].session_id(event)
     if session:
         context = f"{context} session={session}"
     answer = _process(ctx, opts, env, cwd, event)
@@ -279,7 +316,15 @@ def _answer(
 # past 1024. Such an event is still counted: subtrees nested deeper than this are
 # replaced by the digest of their text, numbers Python cannot hold become Decimals.
 _LENIENT_DEPTH = 200
-_TOKENS = rb'"(?:[^"\\]|\\.)*"|[\[\]{}]'  # compiled when needed (rarely): hook start-up
+# Larger events that orjson refuses are allowed (and logged), not read again: the
+# re-read holds the interpreter for a few milliseconds per megabyte.
+LENIENT_MAX = 4 * 1024 * 1024
+# A string, a bracket, or a quote that starts no complete string (the text ends inside
+# it: not JSON). Possessive, and the scan stops at that quote: one pass over the text,
+# whatever it holds. (A plain `"(?:[^"\\]|\\.)*"` retried every quote of an unterminated
+# run of escapes to its end: quadratic, seconds of held GIL for a 48 KB event.)
+# Compiled when needed (rarely): hook start-up.
+_TOKENS = rb'"(?:[^"\\]++|\\[\s\S])*+"|[\[\]{}]|"'
 
 
 def _number(kind: type[int | float]) -> Any:
@@ -306,6 +351,8 @@ def _lenient(payload: bytes) -> Any:
     start = done = 0
     for match in re.finditer(_TOKENS, payload):
         token = match[0]
+        if token == b'"':
+            return None  # an unterminated string
         if token in (b"[", b"{"):
             depth += 1
             if depth == _LENIENT_DEPTH + 1:
@@ -338,6 +385,7 @@ def handle(
     are for the model) are also summed up on stderr, which agents show the user.
     """
     capture = start_capture()
+    onewait.begin()
     context = "hook"
     try:
         reply, context = _answer(ctx, argv, env, cwd, payload)

@@ -11,6 +11,7 @@ in the SQLite file ties them together:
   Gemini may write to the transcript a request later, must not arm again;
 * ``stop``: the reason of a stop not yet shown to the user (Claude Code's ``SessionEnd``);
 * ``stopped``: the run that was stopped, and why (Qwen Code: its turn is ended).
+* ``cm``: (Cline) the state of the session's compaction file at the last event.
 """
 
 from __future__ import annotations
@@ -92,8 +93,12 @@ def step_session(
     event: Mapping[str, Any],
     session: str,
     agent_id: str,
+    marker: str | None = None,
 ) -> SessionStep:
     """Find the run, remember it for later events, and read new transcript lines.
+
+    ``marker``: the state of the file the agent rewrites at each compaction (Cline);
+    a change since the session's last event is a compaction.
 
     A compaction arms the guard of the run it happened in and is remembered
     (``arm``) until that run makes a call: a compaction that ends its run (Claude
@@ -105,10 +110,10 @@ def step_session(
     scan_now = fmt is not None and transcript is not None and kind in _SCAN_KINDS[fmt]
     key = session_key(adapter.name, agent_id, session)
     window: Window | None = None
-    if scan_now and transcript is not None:
+    if scan_now and fmt is not None and transcript is not None:
         # Never inside the transaction: a slow or blocking file would hold the store's
         # write lock for every session on the machine.
-        window = read_window(transcript, _offset(side, key, transcript))
+        window = read_window(transcript, _offset(side, key, transcript), fmt)
 
     def step(old: bytes | None) -> tuple[bytes, SessionStep]:
         data = _load(old)
@@ -128,13 +133,17 @@ def step_session(
             data["t"] = cursor.dump()
         arm = False
         carried = data.get("arm")
+        rewritten = False
+        if marker is not None:
+            rewritten = data.get("cm", marker) != marker
+            data["cm"] = marker
         if found.compacted and data.pop("seen", None):
             found = found._replace(compacted=False, split=0)  # armed by its own event
         elif kind == "model" and isinstance(data.get("seen"), int):
             data["seen"] -= 1  # the rewrite comes within a request or two, or never
             if data["seen"] <= 0:
                 del data["seen"]
-        if kind == "compact" or found.compacted:
+        if kind == "compact" or found.compacted or rewritten:
             data["arm"] = run
             arm = True
             if kind == "compact" and fmt == "gemini":

@@ -12,7 +12,7 @@ What the plugin does, all through the runtime guard (:mod:`loopwarden.guard`):
 * ``before_tool_callback`` checks every call before it runs. A blocked call is
   not executed: the plugin answers it with ``{"error": message}``. Names the
   agent has no tool for reach this callback with ADK's placeholder tool and are
-  counted by the unknown-tool guard (SPEC 6.4).
+  counted by the unknown-tool guard (misses of one unregistered name in a row).
 * ``after_tool_callback`` records the outcome (ADK also runs it for calls a
   before-callback answered; those are skipped by call id) and appends a
   warning to the result; ``on_tool_error_callback`` records failures.

@@ -22,7 +22,7 @@ What it installs, all through the runtime guard (:mod:`loopwarden.guard`):
   end the run before the next model call once an unknown-tool stop is pending.
 * :meth:`LoopGuardForAgents.run_config` sets
   ``tool_not_found_behavior="return_error_to_model"`` and a
-  ``tool_error_formatter`` that counts calls of unknown tool names (SPEC 6.4)
+  ``tool_error_formatter`` that counts calls of unknown tool names (the unknown-tool guard)
   and tells failed tool runs apart from results.
 * The circuit breaker and the post-compaction guard raise
   :class:`AgentsCircuitBreakerTripped` / :class:`AgentsCompactionLoopPersisted`

@@ -14,7 +14,8 @@ runtime guard masks shell line counters, file-viewer counts, timestamps,
 durations, pids, addresses, temp paths and UUIDs in an outcome before comparing
 it with the call's earlier outcomes (on by default in ``LoopGuard``,
 ``loopwarden.volatileCounters``; per tool ``volatileCounters: false``).
-``hash_outcome`` with the default registry keeps SPEC 2.3 exactly.
+``hash_outcome`` with the default registry decides outcomes in the documented
+order (docs/detection.md, "Comparing calls and results").
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class OutcomeProfile:
     poll: bool = False
     """Treat the tool as a status-polling tool (known-poll rules instead of generic repeat)."""
     send: bool = False
-    """The tool sends messages: hash only ``details`` without per-message ids (SPEC 2.3)."""
+    """The tool sends messages: hash only ``details``, without per-message ids and times."""
     volatile_counters: bool | None = None
     """Mask volatile counters in this tool's outcomes; ``None`` follows the registry."""
 

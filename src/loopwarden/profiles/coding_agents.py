@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 __all__ = ["UNKNOWN_TOOL_PATTERNS", "shell_profiles"]
 
 _NAME = r"[\"']?([a-z0-9_.-]+)[\"']?"
-# SPEC 2.4's two forms first, then the wordings of frameworks and coding agents
+# The two generic forms first ("unknown tool: X", "tool X not found / is not
+# available"), then the wordings of frameworks and coding agents
 # that the two forms miss or misread ("Unknown tool name: 'x'" would yield "name").
 UNKNOWN_TOOL_PATTERNS = tuple(
     re.compile(pattern, re.IGNORECASE)
@@ -26,6 +27,7 @@ UNKNOWN_TOOL_PATTERNS = tuple(
         r"tool\s+" + _NAME + r"\s+(?:not found|is not available|does not exist)",
         r"no such tool available[:\s]+" + _NAME,  # Claude Code
         r"unsupported call[:\s]+" + _NAME,  # Codex CLI
+        r"tried to call unavailable tool[:\s]+" + _NAME,  # AI SDK: OpenCode, Cline
         r"^(?:error:\s*)?" + _NAME + r" is not a valid tool",  # LangChain
     )
 )

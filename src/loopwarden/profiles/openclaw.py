@@ -1,6 +1,7 @@
 """OpenClaw's own tools: which calls are polls and which results are message sends.
 
-:func:`loopwarden.hashing.hash_outcome` reads these sets (SPEC 2.3).
+:func:`loopwarden.hashing.hash_outcome` reads these sets: a poll's outcome is its
+status and output, a send's its ``details`` without per-message ids.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The volatile-counter outcome profile: masking of counters in outcome text (issue 9).
+"""The volatile-counter outcome profile: masking of counters in outcome text.
 
 A stuck agent often gets "the same" answer with a counter that moves on every
 call: bash's ``/bin/bash: line 18516:`` prefix, a file viewer's ``(443 lines
@@ -21,8 +21,9 @@ number is checked in Python on the rare matches. Shell prefixes (``sh:``),
 pids (``ID``/``pid``) and temp paths (``tmp``) are passes of their own, each
 run only when its literal occurs. Text shorter than :data:`MIN_LENGTH` is not
 scanned, and at most :data:`MAX_TOKENS` digit-led tokens are replaced per text.
-The guard decides *when* to mask (see the notes of issue 9): masking is not
-free, about 4-8x hashing the same text.
+The guard decides *when* to mask (only for a call that already has another
+outcome in the window: docs/detection.md): masking is not free, about 4-8x
+hashing the same text.
 """
 
 from __future__ import annotations

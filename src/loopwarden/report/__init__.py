@@ -9,10 +9,13 @@ stream in constant memory; the HTML page keeps only what it draws (see
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import IO, Any, Protocol
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ..traces.replay import InputInfo, RunReport, Totals
+
+if TYPE_CHECKING:
+    from .rules import RuleView
 
 __all__ = ["FORMATS", "SCHEMA", "InputInfo", "ReplayMeta", "ReportWriter", "Totals", "writer_for"]
 
@@ -33,15 +36,14 @@ class ReplayMeta:
     effective: dict[str, Any]
     """The effective ``tools.loopDetection`` block (global, or the forced agent's)."""
     version: str
+    rules: list[RuleView] = field(default_factory=list)
+    """The rules in force under the config (:func:`loopwarden.report.rules.rules_in_force`)."""
 
     def describe(self) -> str:
         block = self.effective
         base = self.config_source or "built-in defaults"
         parts = [
             f"config: {base} (enabled: {_word(block.get('enabled'))})",
-            f"warning {block.get('warningThreshold')}",
-            f"critical {block.get('criticalThreshold')}",
-            f"breaker {block.get('globalCircuitBreakerThreshold')}",
             f"history {block.get('historySize')}",
         ]
         if self.agent:
@@ -50,12 +52,20 @@ class ReplayMeta:
             parts.append("--set " + ", ".join(f"{k}={_word(v)}" for k, v in self.overrides.items()))
         return " · ".join(parts)
 
+    def rules_text(self) -> str:
+        """The rules in force and their thresholds, on one line (empty: none known)."""
+        from .rules import rules_line
+
+        line = rules_line(self.rules)
+        return f"rules: {line}" if line else ""
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "file": self.config_source,
             "agent": self.agent,
             "overrides": dict(self.overrides),
             "effective": self.effective,
+            "rules": [rule.to_dict() for rule in self.rules],
         }
 
 

@@ -168,6 +168,9 @@ class HtmlWriter:
         parts.append("<header><h1>loopwarden replay</h1>")
         if meta is not None:
             parts.append(f'<p class="meta">{_e(meta.describe())}</p>')
+            rules = meta.rules_text()
+            if rules:
+                parts.append(f'<p class="meta rules">{_e(rules)}</p>')
         parts.append(
             f'<p class="meta">generated {stamp}'
             f"{f' by loopwarden {_e(meta.version)}' if meta else ''}</p></header>"

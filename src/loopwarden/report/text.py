@@ -49,6 +49,9 @@ class TextWriter:
 
     def start(self, meta: ReplayMeta) -> None:
         self._line(self.style("loopwarden replay", bold=True) + " — " + p(meta.describe()))
+        rules = meta.rules_text()
+        if rules:
+            self._line("  " + self.style(p(rules), dim=True))
         self._line()
 
     def run(self, report: RunReport) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import threading
 import time
@@ -54,31 +53,22 @@ _LOCK_STRIPES = 64
 
 
 class _Unavailable(StoreError):
-    """A failure of an outage the store has already reported once."""
+    """A failure of an outage the store has already reported once (logged at DEBUG by
+    whoever logs it again: see ``loopwarden._logging``)."""
 
     reported = True
-
-
-class _QuietRepeats(logging.Filter):
-    """Per-call errors of an outage already reported: DEBUG, not one ERROR per tool call."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        info = record.exc_info
-        if info and isinstance(info[1], _Unavailable):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return True
-
-
-logger.addFilter(_QuietRepeats())
 
 
 class _AsyncClient:
     """The asyncio client of one event loop, initialised once."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, size: int) -> None:
         self.client = client
         self.lock = asyncio.Lock()
         self.ready = False
+        # At most pool_size operations of this loop at once: the pool never runs dry,
+        # and the others wait their turn here (see _Slots).
+        self.slots = asyncio.Semaphore(size)
 
 
 @dataclass
@@ -183,7 +173,7 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
         self.ttl_seconds = opts.ttl
         self._ttl_ms = max(1, round(opts.ttl * 1000))
         self._client: Any = None
-        self._leases: _Leases | None = None
+        self._slots = _Slots(opts.pool_size, opts.busy_timeout)
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
@@ -225,20 +215,19 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
                 if self._client is None:
                     client = build_client(self.options)
                     if getattr(client, "nodes_manager", None) is None:
-                        self._leases = _Leases(
-                            client.connection_pool, max(0, self.options.pool_size - 1)
-                        )
+                        self._slots.keep_from(client.connection_pool)
                     self._client = client
                 client = self._client
         return client
 
-    async def _async_client(self) -> Any:
+    async def _async_client(self) -> _AsyncClient:
         loop = asyncio.get_running_loop()
         entry = self._aclients.get(loop)
         if entry is None:
             if self._closed:
                 raise StoreError(f"loopwarden Redis store {self.url}: the store is closed")
-            entry = self._aclients[loop] = _AsyncClient(build_client(self.options, is_async=True))
+            client = build_client(self.options, is_async=True)
+            entry = self._aclients[loop] = _AsyncClient(client, self.options.pool_size)
         if not entry.ready:
             # Concurrent first commands would each discover the Cluster topology and
             # close each other's connections: the first caller does it for all.
@@ -246,7 +235,7 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
                 if not entry.ready:
                     await entry.client.initialize()
                     entry.ready = True
-        return entry.client
+        return entry
 
     def _gate(self) -> bool:
         """Fail at once while Redis is down; True when this call is the probe."""
@@ -327,7 +316,15 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
     # -- driving the protocol ----------------------------------------------------------
     def _run(self, ops: Generator[cas.Op, Any, cas.Outcome[T, O]]) -> cas.Outcome[T, O]:
         probe = self._gate()
+        slots = self._slots
         try:
+            waited = slots.enter(self.url)
+        except BaseException:
+            self._abandon_probe(probe)
+            raise
+        try:
+            if waited and not probe:  # an outage began while this call waited: fail at once
+                probe = self._gate()
             client = self._sync_client()
             reply: Any = None
             while True:
@@ -340,7 +337,7 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
                     time.sleep(op.seconds)
                     reply = None
                 else:
-                    reply = _cas(client, op, self._leases)
+                    reply = _cas(client, op, slots)
             if self._check_generation or result.vanished or self._outage is not None:
                 self._learned_generation(
                     _eval(
@@ -348,17 +345,29 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
                     )
                 )
         except Exception as exc:
-            if _is_redis_error(exc):
-                raise self._failed(exc, probe) from None
-            self._abandon_probe(probe)
-            raise
+            err = self._classify(exc, probe)
+            if err is exc:
+                raise
+            raise err from None
+        finally:
+            slots.leave()
         self._succeeded()
         return result
 
     async def _arun(self, ops: Generator[cas.Op, Any, cas.Outcome[T, O]]) -> cas.Outcome[T, O]:
         probe = self._gate()
         try:
-            client = await self._async_client()
+            entry = await self._async_client()
+            waited = await _aenter(entry.slots, self.options.busy_timeout, self.url)
+        except Exception as exc:
+            err = self._classify(exc, probe)
+            if err is exc:
+                raise
+            raise err from None
+        try:
+            if waited and not probe:
+                probe = self._gate()
+            client = entry.client
             reply: Any = None
             while True:
                 try:
@@ -377,12 +386,24 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
                 )
                 self._learned_generation(generation)
         except Exception as exc:
-            if _is_redis_error(exc):
-                raise self._failed(exc, probe) from None
-            self._abandon_probe(probe)
-            raise
+            err = self._classify(exc, probe)
+            if err is exc:
+                raise
+            raise err from None
+        finally:
+            entry.slots.release()
         self._succeeded()
         return result
+
+    def _classify(self, exc: Exception, probe: bool) -> Exception:
+        """What a failed operation raises: an outage (reported once), contention, or ``exc``."""
+        if _pool_exhausted(exc):
+            exc = _Busy(f"loopwarden Redis store {self.url}: {exc}; raise pool_size")
+        if isinstance(exc, _Busy) or not _is_redis_error(exc):
+            # Waiting for a connection is contention, never an outage.
+            self._abandon_probe(probe)
+            return exc
+        return self._failed(exc, probe)
 
     def _gen_key(self) -> str:
         return f"{self.prefix}generation"
@@ -485,13 +506,23 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
     def _command(self, call: Callable[[Any], T]) -> T:
         """One plain command through the outage gate."""
         probe = self._gate()
+        slots = self._slots
         try:
-            result = call(self._sync_client())
-        except Exception as exc:
-            if _is_redis_error(exc):
-                raise self._failed(exc, probe) from None
+            waited = slots.enter(self.url)
+        except BaseException:
             self._abandon_probe(probe)
             raise
+        try:
+            if waited and not probe:
+                probe = self._gate()
+            result = call(self._sync_client())
+        except Exception as exc:
+            err = self._classify(exc, probe)
+            if err is exc:
+                raise
+            raise err from None
+        finally:
+            slots.leave()
         self._succeeded()
         return result
 
@@ -553,6 +584,8 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
     def check(self) -> None:
         """Connect, authenticate and run the scripts once; raises :class:`StoreError` naming
         what is wrong (unreachable, authentication, missing commands)."""
+        slots = self._slots
+        slots.enter(self.url)
         try:
             client = self._sync_client()
             client.ping()
@@ -560,11 +593,11 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
             # A write and a delete of a scratch record: every command updates use.
             token = cas.new_token()
             scratch = f"{self._gen_key()}:{{check-{token.hex()}}}"
-            written = _cas(client, cas.Cas(scratch, b"", token, b"x", 10_000), self._leases)
+            written = _cas(client, cas.Cas(scratch, b"", token, b"x", 10_000), slots)
             reply = (
                 written
                 if written != 1
-                else _cas(client, cas.Cas(scratch, token, b"", None, 0), self._leases)
+                else _cas(client, cas.Cas(scratch, token, b"", None, 0), slots)
             )
         except Exception as exc:
             if not _is_redis_error(exc):
@@ -572,6 +605,8 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
             raise StoreError(
                 f"loopwarden Redis store {self.url}: {_describe(exc, self.options.timeout)}", exc
             ) from None
+        finally:
+            slots.leave()
         if not generation or reply != 1:
             raise StoreError(f"loopwarden Redis store {self.url}: unexpected script replies")
 
@@ -581,12 +616,10 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
         with self._mu:
             self._closed = True
             client, self._client = self._client, None
-            leases, self._leases = self._leases, None
             aclients = list(self._aclients.items())
             self._aclients = weakref.WeakKeyDictionary()
             self._cache.clear()
-        if leases is not None:
-            leases.close()
+        self._slots.close()
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
@@ -658,36 +691,96 @@ def _cas_args(op: cas.Cas) -> tuple[Any, ...]:
     return (2, op.key, stage, op.expected, b"d" if op.data is None else b"w")
 
 
-class _Leases:
-    """Connections kept checked out of redis-py's pool between updates.
+class _Busy(StoreError):
+    """Every connection stayed in use for ``busy_timeout``: contention, not an outage."""
 
-    Checking a connection out of the pool costs a non-blocking read and two
-    timeout changes on the socket (redis-py's check that it holds no stale
-    reply); on a slow network stack that was a third of a step. An update here
-    never hands back a connection with replies unread (it disconnects on any
-    failure), so its own connections need no such check. At most ``keep`` stay
-    idle, fewer than the pool holds, so other commands always get one.
+
+class _Slots:
+    """Turns at the pool of one synchronous client, and the connections updates keep.
+
+    At most ``size`` (``pool_size``) operations of the store run at once, each
+    using one connection at a time; a thread past that waits here for its turn,
+    up to ``wait`` seconds (``busy_timeout``). Waiting is contention: it is never
+    taken for an outage, and redis-py's own pool never runs dry, so no one waits
+    there (a pool-wait timeout used to read as "cannot connect").
+
+    Updates keep connections checked out between steps: checking one out of the
+    pool costs a non-blocking read and two timeout changes on the socket
+    (redis-py's check that it holds no stale reply), a third of a step on a slow
+    network stack, and an update never hands back a connection with replies
+    unread (it disconnects on any failure). Kept connections plus running
+    operations never exceed ``size``: a kept one goes back to the pool as soon
+    as an operation might need the pool's last connection.
     """
 
-    def __init__(self, pool: Any, keep: int) -> None:
-        self.pool = pool
-        self.keep = keep
+    def __init__(self, size: int, wait: float) -> None:
+        self.size = max(1, size)
+        self.wait = wait
+        self.pool: Any = None
+        self._reset()
+
+    def _reset(self) -> None:
+        # A plain lock on the common path; the condition only while someone waits.
+        self.mu = threading.Lock()
+        self.cond = threading.Condition(self.mu)
+        self.running = 0
+        self.waiting = 0
         self.idle: list[Any] = []
         self.pid = os.getpid()
 
-    def take(self) -> Any:
-        if os.getpid() != self.pid:  # a forked child must not share the parent's sockets
-            self.idle, self.pid = [], os.getpid()
+    def keep_from(self, pool: Any) -> None:
+        """Keep connections of ``pool`` between updates (not on a Cluster: many pools)."""
+        self.pool = pool
+
+    def enter(self, url: str) -> bool:
+        """Wait for a turn; True when this call had to wait."""
+        if os.getpid() != self.pid:  # a forked child: the parent's turns and sockets are not ours
+            self._reset()
+        spare = None
+        with self.mu:
+            waited = self.running >= self.size
+            if waited:
+                self._wait(url)
+            self.running += 1
+            if self.idle and self.running + len(self.idle) > self.size:
+                spare = self.idle.pop()
+        if spare is not None:
+            self.pool.release(spare)
+        return waited
+
+    def _wait(self, url: str) -> None:
+        deadline = time.monotonic() + self.wait
+        self.waiting += 1
         try:
-            return self.idle.pop()
-        except IndexError:
-            return self.pool.get_connection()
+            while self.running >= self.size:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _Busy(
+                        f"loopwarden Redis store {url}: all {self.size} connections stayed "
+                        f"busy for {self.wait:g} s; raise pool_size or busy_timeout"
+                    )
+                self.cond.wait(left)
+        finally:
+            self.waiting -= 1
+
+    def leave(self) -> None:
+        with self.mu:
+            self.running -= 1
+            if self.waiting:
+                self.cond.notify()
+
+    def take(self) -> Any:
+        with self.mu:
+            if self.idle:
+                return self.idle.pop()
+        return self.pool.get_connection()
 
     def give(self, conn: Any) -> None:
-        if len(self.idle) < self.keep and os.getpid() == self.pid:
-            self.idle.append(conn)
-        else:
-            self.pool.release(conn)
+        with self.mu:
+            if len(self.idle) + self.running < self.size:
+                self.idle.append(conn)
+                return
+        self.pool.release(conn)
 
     def drop(self, conn: Any) -> None:
         with contextlib.suppress(Exception):
@@ -695,10 +788,31 @@ class _Leases:
         self.pool.release(conn)
 
     def close(self) -> None:
-        idle, self.idle = self.idle, []
+        with self.mu:
+            idle, self.idle = self.idle, []
         for conn in idle:
             with contextlib.suppress(Exception):
                 self.pool.release(conn)
+
+
+async def _aenter(slots: asyncio.Semaphore, wait: float, url: str) -> bool:
+    """An asyncio turn (see :class:`_Slots`); True when this call had to wait."""
+    waited = slots.locked()
+    try:
+        await asyncio.wait_for(slots.acquire(), wait)
+    except TimeoutError:
+        raise _Busy(
+            f"loopwarden Redis store {url}: every connection stayed busy for {wait:g} s; "
+            "raise pool_size or busy_timeout"
+        ) from None
+    return waited
+
+
+def _pool_exhausted(exc: BaseException) -> bool:
+    """redis-py found no free connection in its pool (a wait, not a broken server)."""
+    if isinstance(exc, getattr(_rex, "MaxConnectionsError", ())):
+        return True
+    return isinstance(exc, _rex.ConnectionError) and str(exc).startswith("No connection available")
 
 
 def _cas_commands(op: cas.Cas, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
@@ -710,7 +824,7 @@ def _cas_commands(op: cas.Cas, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     return commands
 
 
-def _cas(client: Any, op: cas.Cas, leases: _Leases | None) -> Any:
+def _cas(client: Any, op: cas.Cas, slots: _Slots) -> Any:
     """One compare-and-set: the staging SET and the script, in one round trip
     (two on a Cluster, whose client pipelines no scripts)."""
     args = _cas_args(op)
@@ -721,7 +835,7 @@ def _cas(client: Any, op: cas.Cas, leases: _Leases | None) -> Any:
     commands = _cas_commands(op, args)
     for attempt in (0, 1):
         try:
-            return _first_error_or_last(_exchange(client, commands, leases))
+            return _first_error_or_last(_exchange(client, commands, slots))
         except _rex.NoScriptError:
             if attempt:
                 raise
@@ -785,24 +899,17 @@ def _first_error_or_last(replies: list[Any]) -> Any:
     return replies[-1]
 
 
-def _exchange(client: Any, commands: list[tuple[Any, ...]], leases: _Leases | None) -> list[Any]:
+def _exchange(client: Any, commands: list[tuple[Any, ...]], slots: _Slots) -> list[Any]:
     """``commands`` in one write; their replies in order (error replies as exceptions)."""
-    pool = client.connection_pool
-    conn = leases.take() if leases is not None else pool.get_connection()
+    conn = slots.take()
     try:
         replies: list[Any] = conn.retry.call_with_retry(
             lambda: _send_and_read(conn, commands), lambda _error: conn.disconnect()
         )
     except BaseException:
-        if leases is not None:
-            leases.drop(conn)
-        else:
-            pool.release(conn)
+        slots.drop(conn)
         raise
-    if leases is not None:
-        leases.give(conn)
-    else:
-        pool.release(conn)
+    slots.give(conn)
     return replies
 
 

@@ -103,12 +103,6 @@ class PrometheusMetrics:
         if code is not None:
             self._stopped.labels(code, tool, agent).inc()
 
-    def exposition(self) -> bytes:
-        """The metrics in the Prometheus text format (what ``/metrics`` answers)."""
-        from prometheus_client import generate_latest
-
-        return bytes(generate_latest(self.registry))
-
 
 def parse_address(address: str) -> tuple[str, int]:
     """``HOST:PORT``, ``[IPv6]:PORT``, ``:PORT`` or ``PORT`` (host defaults to 127.0.0.1)."""

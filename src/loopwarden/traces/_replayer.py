@@ -243,14 +243,12 @@ class Replayer(RunBook[_Run]):
         if call_id is None:
             call_id = f"#{index}"
         remember(run.pending, call_id, index)  # hashed outcomes carry tool and hash themselves
-        if poll is not None:
-            pass  # the live guard recorded it
-        elif params is None:
+        if poll is None and params is None:  # not recorded by the live guard
             # Without params only tool-level poll markers are known (process needs its action).
             poll = self._poll_tools.get(tool)
             if poll is None:
                 poll = self._poll_tools[tool] = is_known_poll(tool, None, self._profiles)
-        else:
+        elif poll is None:
             poll = is_known_poll(tool, params, self._profiles)
         self._cur = report
         self._cur_call = index
@@ -336,8 +334,7 @@ class Replayer(RunBook[_Run]):
         if run is None or run.stopped:
             return None
         entry = run.pending.pop(call_id, None) if call_id is not None else None
-        if entry is None:
-            run.report.orphan_results += 1
+        if entry is None:  # a result whose call the trace never showed
             return None
         self._cur = run.report
         self._cur_call = entry if entry.__class__ is int else entry[0]

@@ -120,7 +120,6 @@ class RunReport:
         "label",
         "line",
         "live_events",
-        "orphan_results",
         "session",
         "source",
         "stop",
@@ -165,7 +164,6 @@ class RunReport:
         self.compactions = 0
         self.compaction_marks: list[int] = []
         self.live_events = 0
-        self.orphan_results = 0
         self.timeline: list[int] | None = [] if timeline else None
         self.timeline_tools: dict[str, int] = {}
 

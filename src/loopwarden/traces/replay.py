@@ -9,7 +9,8 @@ would have done with the same config. Guard events are collected with
 How replay proceeds past a decision (the recorded model never saw it):
 
 * **warn** — the call ran; replay goes on as recorded.
-* **block** — the guard records a veto (SPEC 6.2) and ignores the recorded
+* **block** — the guard records a veto (the blocked pattern's outcome once
+  more, so retries climb to the circuit breaker) and ignores the recorded
   result of that call; later calls are fed as recorded, which is what a model
   that ignores blocks would do, so a stuck loop climbs to the circuit breaker.
 * **stop / abort** — the run would have ended here. Later calls of the run are

@@ -28,7 +28,6 @@ class LoopTracker:
         "marks_alt",
         "marks_same",
         "min_length",
-        "omitted",
         "prev",
         "prev2",
         "same_start",
@@ -46,7 +45,6 @@ class LoopTracker:
         self.marks_alt: list[tuple[int, int]] = [(0, 0)] * configs
         self.loops: list[tuple[int, int, list[int | None]]] = []
         """``(start call, length, first alarm position per config)``; 1 = the loop's first call."""
-        self.omitted = 0
 
     def call(self, index: int, sig: str) -> None:
         """Call ``index`` (1-based) has signature ``sig``; feed before the guards see it."""
@@ -89,7 +87,6 @@ class LoopTracker:
         if length < self.min_length:
             return
         if len(self.loops) >= MAX_LOOPS_PER_RUN:
-            self.omitted += 1
             return
         firsts: list[int | None] = []
         for mark_start, first in marks:

@@ -7,9 +7,11 @@ Every value goes through the config validator itself, so a wrong key or value
 gets its path-precise error and "did you mean". Several axes form a product.
 
 Without ``--grid``, :func:`default_changes` builds a grid from the keys the
-validator knows (``LoopDetectionConfig().to_dict()``): the defaults, all
-thresholds lowered together in steps, each threshold lowered alone, and each
-detector switched. New detectors and thresholds join it by themselves.
+validator knows (``LoopDetectionConfig().to_dict()`` and the sections of
+loopwarden's own rules): OpenClaw's thresholds lowered together in steps and
+each alone, each detector switched, each own rule's thresholds moved down and
+up and the rule switched off. New detectors and thresholds join it by
+themselves. The base config itself is always ``C0``, the one to beat.
 """
 
 from __future__ import annotations
@@ -196,7 +198,14 @@ def grid_changes(axes: Sequence[tuple[str, list[Any]]]) -> list[dict[str, Any]]:
 
 
 def default_changes() -> list[dict[str, Any]]:
-    """A grid from the keys the validator knows, around the defaults."""
+    """A grid from the keys the validator knows, around the defaults.
+
+    OpenClaw's thresholds: all lowered together in steps, each halved alone, each detector
+    switched. loopwarden's own rules, which act first on most loops: each rule's
+    escalation thresholds one lower and two higher together, and each rule switched off.
+    """
+    from ..config.model import RULE_SETTINGS
+
     defaults = _flat(LoopDetectionConfig().to_dict())
     thresholds = {
         key: value
@@ -211,16 +220,34 @@ def default_changes() -> list[dict[str, Any]]:
         out.append({key: max(1, round(value * 0.5))})
     for key, value in switches.items():
         out.append({key: not value})
+    for section, cls in RULE_SETTINGS.items():
+        rule = cls().to_dict()
+        prefix = f"{_SETTINGS_PREFIX}{section}."
+        order = [key for key in cls.ORDER if isinstance(rule.get(key), int)]
+        if order:
+            low = {prefix + k: max(cls.bounds(cls.keys()[k])[0], rule[k] - 1) for k in order}
+            if list(low.values()) != [rule[k] for k in order]:
+                out.append(low)
+            out.append({prefix + k: rule[k] + 2 for k in order})
+        out.append({prefix + "enabled": False})
     return out
 
 
 def build_candidates(
-    base: Config, changes: Sequence[dict[str, Any]], *, agent: str | None = None
+    base: Config,
+    changes: Sequence[dict[str, Any]],
+    *,
+    agent: str | None = None,
+    baseline: bool = True,
 ) -> list[Candidate]:
     """One config per change set, laid over ``base`` like ``--set`` (and settings over its own).
 
+    With ``baseline`` (the default) the first candidate, ``C0``, is ``base`` itself: the
+    defaults a recommendation has to beat (an empty change set is that same config).
     Entries that come out identical after threshold repairs are merged into the first.
     """
+    if baseline:
+        changes = [{}, *(change for change in changes if change)]
     if len(changes) > MAX_CONFIGS:
         raise GridError(
             f"the grid has {len(changes)} configs; at most {MAX_CONFIGS} are replayed at once "
@@ -260,7 +287,7 @@ def build_candidates(
         candidate = Candidate(f"C{number}", dict(change), config, effective, effective_cfg.repairs)
         index[key] = candidate
         out.append(candidate)
-    for number, candidate in enumerate(out, 1):
+    for number, candidate in enumerate(out, 0 if baseline else 1):
         candidate.name = f"C{number}"
     return out
 

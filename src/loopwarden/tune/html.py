@@ -194,7 +194,8 @@ def render_html(outcome: TuneOutcome, *, version: str) -> str:
         "<h1>loopwarden tune</h1>"
         f'<p class="sub">Every recorded run replayed under {len(outcome.candidates)} configs '
         f"through the real runtime guard · loopwarden {_e(version)}</p>"
-        '<div class="cards" id="totals">'
+        + _rules_html(outcome)
+        + '<div class="cards" id="totals">'
         + "".join(f'<div class="card"><b>{_e(v)}</b>{_e(k)}</div>' for k, v in cards)
         + "</div>"
         + f'<h2>Recommendation</h2><p class="rec{"" if rec.zero_false_blocks else " warn"}" '
@@ -212,3 +213,16 @@ def render_html(outcome: TuneOutcome, *, version: str) -> str:
         + problems
         + "</body></html>\n"
     )
+
+
+def _rules_html(outcome: TuneOutcome) -> str:
+    """The rules in force under the baseline config, as ``config check`` lists them."""
+    if not outcome.candidates:
+        return ""
+    from ..report.rules import rules_line
+
+    base = outcome.recommendation.baseline
+    index = base if base is not None else 0
+    line = rules_line(outcome.rules(index))
+    name = outcome.candidates[index].name
+    return f'<p class="sub" id="rules">rules of {_e(name)}: {_e(line)}</p>' if line else ""

@@ -66,6 +66,13 @@ def write_text(
         f"(>= {outcome.min_loop} repeated or alternating calls) in {corpus.runs_with_loops} runs"
     )
     out(f"      {labels}; {usage}")
+    base = outcome.recommendation.baseline
+    base_rules = outcome.rules(base if base is not None else 0) if outcome.candidates else []
+    if base_rules:
+        from ..report.rules import rules_line
+
+        name = outcome.candidates[base if base is not None else 0].name
+        out(f"      rules of {name}: {rules_line(base_rules)}")
     out("")
     head = [
         "config",
@@ -107,11 +114,16 @@ def write_text(
             line = paint(line + "  <- recommended", fg="green")
         out(line)
     out("")
-    for cand in outcome.candidates:
+    from ..report.rules import rules_changed
+
+    for i, cand in enumerate(outcome.candidates):
         extra = f"  (same as: {'; '.join(cand.same_as)})" if cand.same_as else ""
         out(f"  {cand.name:<4} {cand.describe()}{extra}")
         for repair in cand.repairs:
             out(f"       repaired: {repair}")
+        changed = rules_changed(base_rules, outcome.rules(i)) if i != base else ""
+        if changed:
+            out(f"       rules: {changed}")
     out("")
     out(
         "prevented: calls that would not have run (blocked, or after a stop); tokens: what the "
@@ -120,8 +132,11 @@ def write_text(
     )
     out("")
     rec = outcome.recommendation
-    colour = "green" if rec.zero_false_blocks else "yellow"
-    out(paint(("recommended: " if rec.zero_false_blocks else "note: ") + rec.text, fg=colour))
+    if rec.index is None and rec.baseline is not None:
+        out(paint(rec.text, fg="green" if rec.zero_false_blocks else "yellow"))
+    else:
+        colour = "green" if rec.zero_false_blocks else "yellow"
+        out(paint(("recommended: " if rec.zero_false_blocks else "note: ") + rec.text, fg=colour))
     block = config_block_text(outcome)
     if block is not None:
         out("paste into your config (JSON5/JSON, OpenClaw layout):")
@@ -135,13 +150,14 @@ def to_dict(
 ) -> dict[str, Any]:
     """The JSON report."""
     corpus = outcome.corpus
-    configs = []
+    configs: list[dict[str, Any]] = []
     for cand, stats in zip(outcome.candidates, outcome.stats, strict=True):
         recorded = corpus.runs_with_usage > 0
         configs.append(
             {
                 "name": cand.name,
                 "changes": cand.changes,
+                "rules": [rule.to_dict() for rule in outcome.rules(len(configs))],
                 "same_as": cand.same_as,
                 "effective": cand.effective,
                 "repairs": list(cand.repairs),
@@ -194,6 +210,10 @@ def to_dict(
             "basis": rec.basis,
             "zero_false_blocks": rec.zero_false_blocks,
             "text": rec.text,
+            "baseline": outcome.candidates[rec.baseline].name if rec.baseline is not None else None,
+            "keep_defaults": rec.index is None and rec.baseline is not None,
+            "margin": rec.margin,
+            "calls_needed": rec.needed,
             "config_block": outcome.candidates[rec.index].config_block()
             if rec.index is not None
             else None,

@@ -249,7 +249,7 @@ class TestKeptConnections:
         assert [store.transact(f"run-{n}", CONFIG, lambda st: st.miss_count) for n in range(6)] == [
             40
         ] * 6
-        assert store._leases is not None and len(store._leases.idle) <= 1
+        assert len(store._slots.idle) <= 1
         store.close()
 
     def test_a_kept_connection_the_server_closed_is_replaced(self, redis_url: str) -> None:

@@ -65,6 +65,18 @@ BLOCKS_IN_A_ROW = "blocks_in_a_row"
 _LW = "loopwarden"
 
 
+def _warn_block_stop(
+    conf: ConsecutiveRepeatSettings | FailureStreakSettings, unit: str
+) -> list[Threshold]:
+    """The ``warnAt`` / ``blockAt`` / ``stopAt`` numbers of a section, in words."""
+    key = f"{_LW}.{conf.KEY}"
+    return [
+        Threshold("warn", conf.warn_at, unit, f"{key}.warnAt"),
+        Threshold("block", conf.block_at, unit, f"{key}.blockAt"),
+        Threshold("stop", conf.stop_at, unit, f"{key}.stopAt"),
+    ]
+
+
 def _level(count: float, warn: int, block: int) -> str | None:
     if count >= block:
         return "critical"
@@ -186,13 +198,7 @@ class ConsecutiveRepeat(_Own):
         return None if _waiting_tools(found) else found
 
     def thresholds(self) -> list[Threshold]:
-        conf, key = self.conf, f"{_LW}.{ConsecutiveRepeatSettings.KEY}"
-        unit = "identical calls in a row with unchanged results"
-        return [
-            Threshold("warn", conf.warn_at, unit, f"{key}.warnAt"),
-            Threshold("block", conf.block_at, unit, f"{key}.blockAt"),
-            Threshold("stop", conf.stop_at, unit, f"{key}.stopAt"),
-        ]
+        return _warn_block_stop(self.conf, "identical calls in a row with unchanged results")
 
     def dump(self) -> list[Any]:
         return [self.sig, self.tool, self.outcome, self.streak, self.quiet]
@@ -396,13 +402,9 @@ class FailureStreak(_Own):
         return None if _waiting_tools(found) else found
 
     def thresholds(self) -> list[Threshold]:
-        conf, key = self.conf, f"{_LW}.{FailureStreakSettings.KEY}"
-        unit = "failed calls of one tool in a row, before the checked call"
-        return [
-            Threshold("warn", conf.warn_at, unit, f"{key}.warnAt"),
-            Threshold("block", conf.block_at, unit, f"{key}.blockAt"),
-            Threshold("stop", conf.stop_at, unit, f"{key}.stopAt"),
-        ]
+        return _warn_block_stop(
+            self.conf, "failed calls of one tool in a row, before the checked call"
+        )
 
     def dump(self) -> list[Any]:
         return [self.tool, self.count, self.error, self.agree, self.quiet]

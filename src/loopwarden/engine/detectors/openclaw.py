@@ -10,7 +10,7 @@ streak; the post-compaction window), where stores and snapshots read it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from .. import messages
 from ..compaction import COMPACTION_LOOP_PERSISTED
@@ -56,13 +56,15 @@ class _Rolling(Detector):
         self.warning = cfg.warning_threshold
         self.critical = cfg.critical_threshold
 
-    @classmethod
-    def build(cls, cfg: LoopDetectionConfig) -> _Rolling | None:
-        return cls(cfg) if cfg.enabled is True and cls.switched_on(cfg) else None
+    switch: ClassVar[str | None] = None
+    """The ``detectors`` flag that switches the rule off (``None``: it cannot be)."""
 
     @classmethod
-    def switched_on(cls, cfg: LoopDetectionConfig) -> bool:
-        return True
+    def build(cls, cfg: LoopDetectionConfig) -> _Rolling | None:
+        if cfg.enabled is not True:
+            return None
+        switch = cls.switch
+        return cls(cfg) if switch is None or getattr(cfg.detectors, switch) else None
 
 
 class UnknownTool(Detector):
@@ -159,10 +161,16 @@ class UnknownTool(Detector):
                 name = last.unknown_tool_name
         if name is None:
             return det
-        # Another rule saw the loop first and keeps its name and numbers; the model is told
-        # what the loop really is, a tool that is not there.
+        # Another rule saw the loop first (at its own count); it is still a loop on a tool
+        # that is not there, and is reported as one: code, event and the model's message.
         text = messages.missing_tool(tool, det.count, det.action)
-        return det.relabel(message=text, log_message=text, unknown_tool_name=name)
+        return det.relabel(
+            detector=UNKNOWN_TOOL_REPEAT,
+            message=text,
+            log_message=text,
+            warning_key=f"unknown-tool:{tool}:{name}",
+            unknown_tool_name=name,
+        )
 
     def thresholds(self) -> list[Threshold]:
         unit = "calls in a row of a tool that does not exist"
@@ -221,10 +229,7 @@ class KnownPollNoProgress(_Rolling):
     order = 30
     triggers = Trigger.POLL
     summary = "a status poll whose result never changes"
-
-    @classmethod
-    def switched_on(cls, cfg: LoopDetectionConfig) -> bool:
-        return cfg.detectors.known_poll_no_progress
+    switch = "known_poll_no_progress"
 
     def check(self, st: RunState, call: Call) -> Detection | None:
         stats = st.window.sigs.get(call.sig)
@@ -258,10 +263,7 @@ class PingPong(_Rolling):
     order = 40
     triggers = Trigger.PAIRED
     summary = "two calls alternating, A B A B"
-
-    @classmethod
-    def switched_on(cls, cfg: LoopDetectionConfig) -> bool:
-        return cfg.detectors.ping_pong
+    switch = "ping_pong"
 
     def check(self, st: RunState, call: Call) -> Detection | None:
         window = st.window
@@ -306,10 +308,7 @@ class GenericRepeat(_Rolling):
     order = 50
     triggers = Trigger.SEEN
     summary = "the same call repeated, results unchanged"
-
-    @classmethod
-    def switched_on(cls, cfg: LoopDetectionConfig) -> bool:
-        return cfg.detectors.generic_repeat
+    switch = "generic_repeat"
 
     def check(self, st: RunState, call: Call) -> Detection | None:
         if call.poll:
@@ -382,8 +381,12 @@ class PostCompaction(Detector):
         if outcome is None or st.stopped is not None:
             return None
         guard = st.guard
-        if ev.veto and not guard.armed:
-            return None  # blocked calls are attempts only inside the window
+        if not guard.armed:
+            # The common case, inline: no window open, the call only joins the baseline
+            # (blocked calls are attempts only inside the window).
+            if not ev.veto and guard.enabled:
+                guard.recent.append((ev.tool, ev.sig))
+            return None
         verdict = guard.step(ev.tool, ev.sig, outcome)
         if verdict.should_abort:
             found = Detection(

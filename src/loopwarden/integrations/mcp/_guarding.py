@@ -124,24 +124,27 @@ class Guarding:
         session = self.default_session
         try:
             session = self.session(ctx)
-            run, call_id = self.runs.enter(session, ctx.request_id, tools)
+            stopped = self.runs.stopped(session)
+            if stopped is None:
+                run, call_id = self.runs.enter(session, ctx.request_id, tools)
         except Exception:
             logger.exception("loopwarden: could not look up the run of an MCP call; allowing it")
             return None, session, None, None
+        if stopped is not None:  # stopped, and pushed out of the table by other sessions
+            return None, session, None, self._stopped(stopped)
         try:
             decision = await run.abefore_call(name, arguments, call_id=call_id)
         except LoopAbort as exc:
             self.runs.leave(session, call_id)
-            return (
-                run,
-                session,
-                call_id,
-                error_result(stop_text(exc, run_idle_seconds=self.runs.run_idle_seconds)),
-            )
+            self.runs.stop(session, exc)
+            return run, session, call_id, self._stopped(exc)
         if decision.blocked:
             self.runs.leave(session, call_id)
             return run, session, call_id, error_result(decision.message or "blocked by loopwarden")
         return run, session, call_id, None
+
+    def _stopped(self, exc: LoopAbort) -> types.CallToolResult:
+        return error_result(stop_text(exc, run_idle_seconds=self.runs.run_idle_seconds))
 
     async def after(
         self,
@@ -158,6 +161,7 @@ class Guarding:
         try:
             return await run.aafter_call(name, arguments, call_id, **outcome), None
         except LoopAbort as exc:
+            self.runs.stop(session, exc)
             return None, error_result(
                 stop_text(exc, run_idle_seconds=self.runs.run_idle_seconds, ran=True)
             )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..._logging import logger
+from ...errors import LoopAbort
 from ...guard import LoopGuard, RunGuard
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ DEFAULT_RUN_IDLE_SECONDS = 300.0
 """A session's next call after this many idle seconds starts a new run."""
 
 _MAX_INFLIGHT = 1024
+MAX_STOPPED = 16_384
+"""Stopped sessions remembered after they left the table of live sessions."""
 _MAX_KEY = 128  # characters of a header or client name kept in a session key
 
 
@@ -61,10 +64,17 @@ class _Entry:
     run: RunGuard
     last: float
     inflight: set[str] = field(default_factory=set)
+    stop: LoopAbort | None = None
 
 
 class RunTable:
-    """The current run of every downstream session (least recently used dropped first)."""
+    """The current run of every downstream session (least recently used dropped first).
+
+    A session whose run was stopped stays stopped until it has been idle for
+    ``run_idle_seconds`` (with no idle limit: the state TTL), even after it left
+    the table: its stop is kept in a tombstone (the session key, a time and the
+    stop; a few hundred bytes), at most ``max_stopped`` of them, oldest dropped.
+    """
 
     def __init__(
         self,
@@ -72,14 +82,23 @@ class RunTable:
         *,
         run_idle_seconds: float | None = DEFAULT_RUN_IDLE_SECONDS,
         max_sessions: int = 1024,
+        max_stopped: int = MAX_STOPPED,
     ) -> None:
         if run_idle_seconds is not None and run_idle_seconds <= 0:
             run_idle_seconds = None
         self.guard = guard
         self.run_idle_seconds = run_idle_seconds
         self.max_sessions = max_sessions
+        self.max_stopped = max_stopped
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._seq = itertools.count(1)
+        # session -> (last call, stop) of stopped runs that left the table
+        self._stopped: OrderedDict[str, tuple[float, LoopAbort]] = OrderedDict()
+        self._stop_ttl = (
+            run_idle_seconds
+            if run_idle_seconds is not None
+            else guard.config.settings.state_ttl_seconds
+        )
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -106,8 +125,10 @@ class RunTable:
             run = self.guard.run(f"mcp-{uuid.uuid4().hex[:12]}", session_id=session, tools=tools)
             entry = entries[session] = _Entry(run, now)
             if len(entries) > self.max_sessions:
-                _, dropped = entries.popitem(last=False)
+                key, dropped = entries.popitem(last=False)
                 dropped.run.end()
+                if dropped.stop is not None:
+                    self._bury(key, dropped.last, dropped.stop)
         else:
             entries.move_to_end(session)
             entry.last = now
@@ -123,6 +144,40 @@ class RunTable:
                 inflight.add(call_id)
         return entry.run, call_id
 
+    def stopped(self, session: str) -> LoopAbort | None:
+        """The stop of ``session`` if its stopped run left the table and the session has not
+        been idle since for the run-idle time; a call refused this way counts as activity."""
+        tombs = self._stopped
+        if not tombs:
+            return None
+        now = time.monotonic()
+        ttl = self._stop_ttl
+        while tombs:  # drop the expired ones, oldest first
+            first = next(iter(tombs.values()))
+            if now - first[0] <= ttl:
+                break
+            tombs.popitem(last=False)
+        found = tombs.get(session)
+        if found is None or now - found[0] > ttl:
+            tombs.pop(session, None)
+            return None
+        tombs[session] = (now, found[1])
+        tombs.move_to_end(session)
+        return found[1]
+
+    def stop(self, session: str, exc: LoopAbort) -> None:
+        """The run of ``session`` was stopped (kept if the session leaves the table)."""
+        entry = self._entries.get(session)
+        if entry is not None:
+            entry.stop = exc
+
+    def _bury(self, session: str, last: float, exc: LoopAbort) -> None:
+        tombs = self._stopped
+        tombs[session] = (last, exc)
+        tombs.move_to_end(session)
+        while len(tombs) > self.max_stopped:
+            tombs.popitem(last=False)
+
     def leave(self, session: str, call_id: str | None) -> None:
         """A call of ``session`` finished (answered or blocked)."""
         entry = self._entries.get(session)
@@ -137,3 +192,4 @@ class RunTable:
         for entry in self._entries.values():
             entry.run.end()
         self._entries.clear()
+        self._stopped.clear()

@@ -8,14 +8,16 @@ import re
 import shlex
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import anyio.abc
 import mcp_types as types
 from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
+from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -151,8 +153,15 @@ async def _hold(
     task_status: anyio.abc.TaskStatus[Client] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Own one upstream connection from connect to shutdown (same task throughout)."""
+    target = upstream.target
+    if isinstance(target, StdioServerParameters):
+        target = Answering(stdio_client(target))
+    elif isinstance(target, str):
+        target = Answering(streamable_http_client(target))
+    elif not isinstance(target, Server) and not _is_mcpserver(target):
+        target = Answering(target)
     client = Client(
-        upstream.target,
+        target,
         cache=None,  # pass listings through fresh; the downstream client caches
         message_handler=on_message,
     )
@@ -173,6 +182,88 @@ async def _hold(
             f"upstream {upstream.describe()} did not finish MCP initialisation within "
             f"{timeout:g} seconds"
         )
+
+
+def _is_mcpserver(target: object) -> bool:
+    from mcp.server.mcpserver import MCPServer
+
+    return isinstance(target, MCPServer)
+
+
+class Answering:
+    """A transport whose every reply to a request of ours reaches the session.
+
+    The SDK drops a reply that is not valid JSON-RPC (an error code that is a
+    string or a float, an error without a message, ``error: null``, ``result:
+    null``, a list result...), and the request it answers would wait forever.
+    Here such a reply becomes a JSON-RPC error for that request id, naming only
+    where the reply is invalid (never its content).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def __aenter__(self) -> tuple[Any, Any]:
+        read, write = await self._inner.__aenter__()
+        return _AnsweringReads(read), write
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
+
+
+class _AnsweringReads:
+    """The read stream of :class:`Answering`: invalid replies turned into errors."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:  # last_context and the like
+        return getattr(self._inner, name)
+
+    async def receive(self) -> SessionMessage | Exception:
+        return _answer(await self._inner.receive())
+
+    def __aiter__(self) -> _AnsweringReads:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        return _answer(await self._inner.__anext__())
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
+
+
+def _answer(item: SessionMessage | Exception) -> SessionMessage | Exception:
+    if not isinstance(item, ValidationError):
+        return item
+    ident = _reply_id(item)
+    if ident is None:
+        return item
+    error = types.ErrorData(
+        code=types.INTERNAL_ERROR,
+        message=f"the upstream MCP server sent an invalid reply to this request ({reason(item)})",
+    )
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=ident, error=error))
+
+
+def _reply_id(exc: ValidationError) -> str | int | None:
+    """The id of the reply that failed validation: pydantic reports the whole message as
+    the input of a missing field (``method``, which no reply has; a message with an id
+    and no method can only be a reply)."""
+    for error in exc.errors(include_url=False, include_context=False):
+        found = error.get("input")
+        if isinstance(found, dict) and "method" not in found:
+            ident = found.get("id")
+            if type(ident) in (str, int):  # not a bool, not a float
+                return ident
+    return None
 
 
 def name_links(links: Sequence[Link], prefix: bool, separator: str) -> None:

@@ -1,0 +1,242 @@
+"""CrewAI integration: what is specific to CrewAI beyond the shared scenarios.
+
+CrewAI has no offline test model: every test drives its real OpenAI client against a
+scripted chat-completions server on loopback (``_chat_server.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("crewai")  # imported by conftest.py first, with its environment set
+
+from crewai import LLM, Agent, Crew, Task
+from crewai.events import crewai_event_bus
+from crewai.hooks import (
+    get_after_tool_call_hooks,
+    get_before_llm_call_hooks,
+    get_before_tool_call_hooks,
+    register_before_tool_call_hook,
+    unregister_before_tool_call_hook,
+)
+from crewai.hooks.dispatch import HookAborted
+from crewai.tools import tool
+from crewai.tools.tool_failure import ToolExecutionFailedError
+
+import loopwarden as lw
+from loopwarden.integrations.crewai import LoopGuardHooks
+from tests._snippets import snippet
+from tests.integrations._chat_server import ChatServer, tool_messages
+from tests.integrations._drivers_more import CREWAI_WARNINGS
+from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events
+
+pytestmark = [pytest.mark.filterwarnings(w) for w in CREWAI_WARNINGS]
+
+DEFAULTS = {"tools": {"loopDetection": {"enabled": True}}}
+
+
+def same_call(tool_name: str, args: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
+    """A model that makes the same call every turn (ids c1, c2, ...: one per turn)."""
+
+    def reply(body: dict[str, Any]) -> Any:
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant") + 1
+        return [(tool_name, args, f"c{turn}")]
+
+    return reply
+
+
+@pytest.fixture(name="server")
+def fixture_server() -> Iterator[ChatServer]:
+    server = ChatServer(same_call("poll_status", {"job": "42"}))
+    with server:
+        yield server
+
+
+@pytest.fixture(name="hooks")
+def fixture_hooks() -> Iterator[list[LoopGuardHooks]]:
+    """Installed adapters are uninstalled after the test: CrewAI's hooks are process-wide."""
+    made: list[LoopGuardHooks] = []
+    yield made
+    for adapter in made:
+        adapter.uninstall()
+
+
+def agent_for(server: ChatServer, fn: Callable[..., Any], role: str = "poller") -> Agent:
+    return Agent(
+        role=role,
+        goal="Find out whether the job is done",
+        backstory="You check jobs.",
+        tools=[tool(fn)],
+        llm=LLM(model="openai/gpt-4o-mini", base_url=server.url, api_key="test"),
+        max_iter=60,
+    )
+
+
+def poll_status(job: str) -> str:
+    """Check whether a job has finished."""
+    return "pending"
+
+
+def test_docs_quickstart_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], hooks: list[Any]
+) -> None:
+    """docs/integrations-crewai.md: the setup, run as shown against a scripted model API: a
+    search that keeps finding nothing is warned at the 5th call, blocked at the 6th and 7th,
+    and stopped at the 8th."""
+    code = snippet("crewai-quickstart")
+    assert len([line for line in code.splitlines() if line.strip()]) <= 20
+    with ChatServer(same_call("search_docs", {"query": "refund policy"})) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        namespace: dict[str, Any] = {"__name__": "docs_snippet"}
+        capsys.readouterr()
+        try:
+            exec(compile(code, "crewai-quickstart", "exec"), namespace)
+        finally:
+            hooks.append(namespace["guard"])
+        requests = list(server.requests)
+
+    out = capsys.readouterr().out.splitlines()  # CrewAI may print its panels there too
+    printed = [line for line in out if line.startswith("stopped by loopwarden:")]
+    assert len(printed) == 1 and printed[0].endswith(" search_docs 8")
+    assert len(requests) == 8  # the model was not asked again after the stop
+    answered = tool_messages(requests[-1])
+    assert answered["c5"].startswith("No matches found\n\nWARNING: search_docs has been called 5")
+    assert answered["c6"].startswith(BLOCKED) and answered["c7"].startswith(BLOCKED)
+
+
+def test_crewai_stops_identical_polls_itself_first(server: ChatServer, hooks: list[Any]) -> None:
+    """CrewAI's own limit (5 identical calls with identical results) ends a polling loop
+    before loopwarden's thresholds for polls (10/20/30) are reached, as documented."""
+    events = Events()
+    hooks.append(LoopGuardHooks(DEFAULTS, on_event=events).install())
+
+    with pytest.raises(ToolExecutionFailedError, match="5 times"):
+        agent_for(server, poll_status).kickoff("Is job 42 done?")
+
+    assert len(server.requests) == 5
+    assert events.items == []
+
+
+def test_stop_is_both_loopwarden_and_crewai_stop(server: ChatServer, hooks: list[Any]) -> None:
+    """The stop CrewAI raises out of kickoff is loopwarden's LoopAbort and CrewAI's HookAborted."""
+    hooks.append(LoopGuardHooks(SMALL).install())
+    agent = agent_for(server, poll_status)
+
+    with pytest.raises(lw.LoopAbort) as stopped:
+        agent.kickoff("Is job 42 done?")
+
+    stop = stopped.value
+    assert isinstance(stop, HookAborted) and isinstance(stop, lw.CircuitBreakerTripped)
+    assert (stop.tool_name, stop.count) == ("poll_status", 7)
+    assert stop.reason == stop.message and str(stop) == stop.message
+    assert stop.to_dict()["tool"] == "poll_status"
+
+
+def test_crew_tasks_are_runs_of_their_own(server: ChatServer, hooks: list[Any]) -> None:
+    """In a crew, each task an agent works on is a run: two tasks of the same agent with
+    four identical calls each are warned once each (at the 4th), in two runs of one session."""
+    events = Events()
+    hooks.append(LoopGuardHooks(SMALL, on_event=events).install())
+    turns = iter(range(1000))
+
+    def reply(body: dict[str, Any]) -> Any:
+        done = sum(1 for m in body["messages"] if m["role"] == "tool")
+        if done == 4:
+            return "Job 42 is still pending."
+        return [("poll_status", {"job": "42"}, f"t{next(turns)}")]
+
+    server.reply = reply
+    agent = agent_for(server, poll_status)
+    tasks = [
+        Task(description=f"Check job 42 ({n}).", expected_output="The status.", agent=agent)
+        for n in (1, 2)
+    ]
+
+    Crew(agents=[agent], tasks=tasks).kickoff()
+
+    assert events.actions() == ["warn", "warn"]
+    assert len({e.run_id for e in events.items}) == 2
+    assert len({e.session_id for e in events.items}) == 1
+    assert {e.agent_id for e in events.items} == {"poller"}
+
+
+def test_tool_exceptions_are_recorded_as_errors(
+    server: ChatServer, hooks: list[Any], tmp_path: Path
+) -> None:
+    """CrewAI words a tool's exception as text; loopwarden records it as the call's error."""
+    record = tmp_path / "run.jsonl"
+    adapter = LoopGuardHooks(SMALL, run_record=record)
+    hooks.append(adapter.install())
+
+    def deploy(target: str) -> str:
+        """Deploy to a target."""
+        raise RuntimeError(f"no route to {target}")
+
+    answers = iter([[("deploy", {"target": "eu"}, "d1")], "Deploy failed."])
+    server.reply = lambda body: next(answers)
+    agent_for(server, deploy).kickoff("Deploy.")
+    adapter.guard.close()
+
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    outcomes = [line for line in lines if line["type"] == "outcome"]
+    assert [(o["call_id"], o["is_error"]) for o in outcomes] == [("d1", True)]
+
+
+def test_uninstall_removes_only_loopwardens_hooks(server: ChatServer, hooks: list[Any]) -> None:
+    """After uninstall no loopwarden hook is left (another hook stays), and runs are ended."""
+
+    def own_hook(context: Any) -> None:
+        return None
+
+    register_before_tool_call_hook(own_hook)
+    try:
+        events = Events()
+        adapter = LoopGuardHooks(SMALL, on_event=events).install()
+        hooks.append(adapter)
+        before = (
+            len(get_before_tool_call_hooks()),
+            len(get_after_tool_call_hooks()),
+            len(get_before_llm_call_hooks()),
+        )
+        answers = iter([[("poll_status", {"job": "42"}, f"c{n}")] for n in range(4)] + ["done"])
+        server.reply = lambda body: next(answers)
+        agent_for(server, poll_status).kickoff("Is job 42 done?")
+        crewai_event_bus.flush()
+        assert events.actions() == ["warn"]
+        assert len(adapter._runs) == 0  # CrewAI's completion event ended the run
+
+        adapter.uninstall()
+
+        after = (
+            len(get_before_tool_call_hooks()),
+            len(get_after_tool_call_hooks()),
+            len(get_before_llm_call_hooks()),
+        )
+        assert after == (before[0] - 1, before[1] - 1, before[2] - 1)
+        assert own_hook in get_before_tool_call_hooks()
+        answers = iter([[("poll_status", {"job": "42"}, f"d{n}")] for n in range(4)] + ["done"])
+        agent_for(server, poll_status).kickoff("Is job 42 done?")
+        assert events.actions() == ["warn"]  # nothing more: loopwarden is gone
+    finally:
+        unregister_before_tool_call_hook(own_hook)
+
+
+def test_a_warning_reaches_the_model_in_its_tool_message(
+    server: ChatServer, hooks: list[Any]
+) -> None:
+    """The note is appended to the tool message CrewAI sends the model next."""
+    hooks.append(LoopGuardHooks(SMALL).install())
+    answers = iter([[("poll_status", {"job": "42"}, f"c{n}")] for n in range(4)] + ["done"])
+    server.reply = lambda body: next(answers)
+
+    agent_for(server, poll_status).kickoff("Is job 42 done?")
+
+    answered = tool_messages(server.requests[-1])
+    assert answered["c0"] == answered["c1"] == answered["c2"] == "pending"
+    assert answered["c3"].startswith("pending\n\n" + WARNING + " 3 times")
