@@ -1,8 +1,8 @@
 """The guard of one run when telemetry is on: every entry point counted and timed.
 
 :class:`Traced` is mixed into :class:`~loopwarden.guard.RunGuard` by
-``loopwarden.guard`` (this module never imports the driver: it names what it
-needs of it in :class:`_Driver`) rather than a branch inside it, so that a
+``loopwarden.guard`` (this module imports the driver for the type checker only)
+rather than a branch inside it, so that a
 guard without telemetry runs exactly the code it ran before. Each method first
 runs the ``RunGuard`` one, which commits the store transaction and then
 writes the run record and emits the events (the span events among them,
@@ -39,58 +39,10 @@ __all__ = ["Traced"]
 _MAX_OPEN = 1024  # calls whose outcome never came; the oldest half is dropped past this
 
 
-class _Driver:
-    """What :class:`Traced` needs of the run guard it is mixed into (for the type checker
-    only: at run time the guard itself is the next class in line)."""
-
-    agent_id: str | None
-    key: str
-    _off: bool
-
-    def __init__(self, guard: Any, **kwargs: Any) -> None:
-        raise NotImplementedError
-
-    def before_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
-        raise NotImplementedError
-
-    async def abefore_call(self, tool: str, params: Any, call_id: str | None = None) -> Decision:
-        raise NotImplementedError
-
-    def before_call_hashed(
-        self, tool: str, args_hash: str, *, call_id: str | None = None, poll: bool = False
-    ) -> Decision:
-        raise NotImplementedError
-
-    def after_call(
-        self,
-        tool: str,
-        params: Any,
-        call_id: str | None = None,
-        *,
-        result: Any = MISSING,
-        error: Any = MISSING,
-    ) -> str | None:
-        raise NotImplementedError
-
-    async def aafter_call(
-        self,
-        tool: str,
-        params: Any,
-        call_id: str | None = None,
-        *,
-        result: Any = MISSING,
-        error: Any = MISSING,
-    ) -> str | None:
-        raise NotImplementedError
-
-    def after_call_hashed(
-        self, tool: str, args_hash: str, outcome_hash: str | None, **kwargs: Any
-    ) -> str | None:
-        raise NotImplementedError
-
-
 if TYPE_CHECKING:
-    _Base = _Driver
+    # For the type checker only: at run time the guard is the next class in line, and this
+    # module never imports it (no import circle).
+    from ..guard import RunGuard as _Base
 else:
     _Base = object
 

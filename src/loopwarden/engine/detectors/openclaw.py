@@ -104,20 +104,8 @@ class UnknownTool(Detector):
                 prior = st.miss_count if st.miss_name == tool else 0
                 st.miss_name, st.miss_count = tool, prior + 1
                 if prior >= self.threshold:
-                    stop = prior >= self.stop_at
-                    return Detection(
-                        "critical",
-                        UNKNOWN_TOOL_REPEAT,
-                        prior,
-                        messages.unknown_tool_stop(tool, prior)
-                        if stop
-                        else messages.unregistered_tool(tool, prior),
-                        f"unknown-tool:{tool}:{tool.lower()}",
-                        tool_name=tool,
-                        unknown_tool_name=tool.lower(),
-                        stop=stop,
-                        every=self.every,
-                    )
+                    text = messages.unregistered_tool(tool, prior)
+                    return self._found(tool, tool, tool.lower(), prior, text, None)
         if not self.rolling:
             return None
         records = st.window.records
@@ -130,19 +118,25 @@ class UnknownTool(Detector):
         streak = min(last.ustreak, len(records))
         if streak < self.threshold:
             return None
-        stop = streak >= self.stop_at
         # The name as the model called it, when the error names this tool.
         shown = tool if tool.lower() == uname else uname
+        text = messages.unknown_tool(shown, streak)
+        return self._found(tool, uname, uname, streak, text, last.result_hash)
+
+    def _found(
+        self, tool: str, named: str, uname: str, count: int, text: str, latest: str | None
+    ) -> Detection:
+        """The block (``text``), or past ``stop_at`` the stop, of ``count`` calls of a tool
+        that does not exist (``named`` in the stop's message)."""
+        stop = count >= self.stop_at
         return Detection(
             "critical",
             UNKNOWN_TOOL_REPEAT,
-            streak,
-            messages.unknown_tool_stop(uname, streak)
-            if stop
-            else messages.unknown_tool(shown, streak),
+            count,
+            messages.unknown_tool_stop(named, count) if stop else text,
             f"unknown-tool:{tool}:{uname}",
             tool_name=tool,
-            latest_result_hash=last.result_hash,
+            latest_result_hash=latest,
             unknown_tool_name=uname,
             stop=stop,
             every=self.every,
