@@ -538,8 +538,111 @@ class Gemini(Agent):
         }
 
 
+USER_HOOK_BASH = {"type": "command", "bash": USER_HOOK, "timeoutSec": 10}
+
+
+class Copilot(Agent):
+    """GitHub Copilot CLI with a BYOK provider: our Responses API, offline mode."""
+
+    api = "responses"
+    shell_tool = "bash"
+
+    def user_settings(self, ws: Workspace) -> Path:
+        # The user's own hook lives in a file of its own in Copilot's hooks folder
+        # (loopwarden adds loopwarden.json next to it).
+        path = ws.home / ".copilot" / "hooks" / "audit.json"
+        path.parent.mkdir(parents=True)
+        extra = {k: v for k, v in ws.extra_settings.items() if k != "env"}
+        settings = {"version": 1, "hooks": {"preToolUse": [USER_HOOK_BASH]}, **extra}
+        path.write_text(dump(settings))
+        return path
+
+    def env(self, ws: Workspace) -> dict[str, str]:
+        return {
+            "COPILOT_PROVIDER_BASE_URL": "http://127.0.0.1:{port}/v1",
+            "COPILOT_PROVIDER_WIRE_API": "responses",
+            "COPILOT_PROVIDER_API_KEY": "sk-e2e",
+            "COPILOT_MODEL": "gpt-5.4",
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_AUTO_UPDATE": "false",
+            # The package the binary unpacks on first start, shared by every test.
+            "COPILOT_PKG_CACHE_HOME": str(cache_root() / "copilot-pkg"),
+            **ws.extra_settings.get("env", {}),
+        }
+
+    def argv(self, prompt: str, resume: bool, text_mode: bool, trust: bool = True) -> list[str]:
+        argv = ["-p", prompt, "--allow-all-tools", "--disable-builtin-mcps"]
+        argv += ["--output-format", "text" if text_mode else "json"]
+        if resume:
+            argv += ["--resume", "{session_id}"]
+        return argv
+
+    def shell(self, command: str, repeat: int = 1, **extra: Any) -> dict[str, Any]:
+        step = {"tool": "bash", "input": {"command": command, "description": "check job 42"}}
+        return {**step, "repeat": repeat, **extra}
+
+
+class Qwen(Agent):
+    """Qwen Code with its Gemini API client pointed at our scripted Gemini API."""
+
+    api = "gemini"
+    shell_tool = "run_shell_command"
+    # Qwen keeps a compression only when the summary holds a state snapshot.
+    script: dict[str, Any] = {
+        "summary": "<state_snapshot>The user asked to poll job 42; it is pending.</state_snapshot>"
+    }
+
+    def user_settings(self, ws: Workspace) -> Path:
+        path = ws.home / ".qwen" / "settings.json"
+        path.parent.mkdir(parents=True)
+        settings: dict[str, Any] = {
+            "security": {"auth": {"selectedType": "gemini"}},
+            "general": {"enableAutoUpdate": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "hooks": {
+                "PreToolUse": [
+                    {
+                        "matcher": "run_shell_command",
+                        "hooks": [{"type": "command", "command": USER_HOOK, "timeout": 10}],
+                    }
+                ]
+            },
+        }
+        for key, value in ws.extra_settings.items():  # merged one level deep; {} replaces
+            if value and isinstance(value, dict) and isinstance(settings.get(key), dict):
+                settings[key] = {**settings[key], **value}
+            else:
+                settings[key] = value
+        path.write_text(dump(settings))
+        return path
+
+    def env(self, ws: Workspace) -> dict[str, str]:
+        return {
+            "GEMINI_API_KEY": "e2e-key",
+            "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:{port}",
+            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+        }
+
+    def argv(self, prompt: str, resume: bool, text_mode: bool, trust: bool = True) -> list[str]:
+        argv = ["-p", prompt, "--yolo", "--auth-type", "gemini", "-m", "gemini-2.5-pro"]
+        argv += ["--output-format", "text" if text_mode else "stream-json"]
+        if resume:
+            argv += ["--resume", "{session_id}"]
+        return argv
+
+    def shell(self, command: str, repeat: int = 1, **extra: Any) -> dict[str, Any]:
+        return {
+            "tool": "run_shell_command",
+            "input": {"command": command},
+            "repeat": repeat,
+            **extra,
+        }
+
+
 AGENTS: dict[str, Agent] = {"claude-code": ClaudeCode(), "codex": Codex(), "gemini": Gemini()}
 
 from .harness_files import FILE_AGENTS  # noqa: E402 - OpenCode and Cline (they build on Agent)
 
 AGENTS.update(FILE_AGENTS)
+AGENTS.update(copilot=Copilot(), qwen=Qwen())

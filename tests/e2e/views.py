@@ -40,7 +40,10 @@ _STOP = re.compile(
 )
 _BLOCK = re.compile(r"loopwarden blocked this call")
 _MISS = re.compile(r"loopwarden: there is no tool named")
-_WARN = re.compile(r"WARNING: .*(has been called|has been polled|alternate between|repeat a cycle)")
+_WARN = re.compile(
+    r"WARNING: .*(has been called|has been polled|alternate between|repeat a cycle of|"
+    r"repeat the same two|all failed)"
+)
 
 
 def classify(text: str) -> str | None:
@@ -125,6 +128,8 @@ _READERS = {
     "gemini": _gemini,
     "opencode": _anthropic,
     "cline": _anthropic,
+    "copilot": _responses,  # Copilot CLI's BYOK provider speaks the Responses API here
+    "qwen": _gemini,  # Qwen Code's Gemini client
 }
 
 

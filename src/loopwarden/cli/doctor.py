@@ -21,7 +21,6 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
 import orjson
@@ -40,6 +39,7 @@ from ..hooks.settings import (
     is_loopwarden_command,
     read_settings,
     settings_path,
+    split_hook_command,
 )
 from ..stores import Inspectable
 from ._clickutil import CONTEXT, EXIT_FAIL, EXIT_OK, run_command
@@ -102,8 +102,7 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         return
     session = f"loopwarden-doctor-{uuid.uuid4().hex[:12]}"
     adapter = ADAPTERS[agent]
-    sample = getattr(adapter, "probe_event", None)  # agents whose events look different
-    event: dict[str, Any] = {
+    event = adapter.probe_event(session) or {
         "session_id": session,
         "transcript_path": "",
         "cwd": os.getcwd(),
@@ -111,9 +110,7 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         "tool_name": "loopwarden_doctor",
         "tool_input": {"check": "doctor"},
     }
-    if sample is not None:
-        event = sample(session)
-    elif agent == "claude-code":
+    if agent in ("claude-code", "qwen"):
         event.update(prompt_id=f"doctor-{session}", tool_use_id="doctor-1")
     elif agent == "codex":
         event.update(turn_id=f"doctor-{session}", tool_use_id="doctor-1")
@@ -242,7 +239,7 @@ def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Rep
         if duplicated:
             report.bad(f"{scope}: loopwarden runs twice for {', '.join(duplicated)}")
         commands = sorted({c for cs in hooks.values() for c in cs if is_loopwarden_command(c)})
-        for command in commands:
+        for command in [c for c in commands if _tests_a_call(agent, c)]:
             report.info(f"command: {command}")
             _other_installation(agent, command, report)
             _run_hook(agent, command, report, env)
@@ -251,10 +248,21 @@ def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Rep
     return found_any
 
 
+def _tests_a_call(agent: str, command: str) -> bool:
+    """Whether doctor's test call goes through ``command``: all of them, except the
+    commands of an agent's other events when each names its own (``--event``)."""
+    words = _hook_words(command)
+    if "--event" not in words:
+        return True
+    index = words.index("--event") + 1
+    name = words[index] if index < len(words) else ""
+    return ADAPTERS[agent].events.get(name) == "pre"
+
+
 def _launcher(command: str) -> str:
     """The part of a hook command before the hook's own arguments."""
-    words = shlex.split(command)
-    return shlex.join(words[: len(words) - len(_hook_words(command))])
+    found = split_hook_command(command)
+    return shlex.join(found[0]) if found is not None else command
 
 
 def _other_installation(agent: str, command: str, report: _Report) -> None:
@@ -393,9 +401,9 @@ def _check_helper(env: Mapping[str, str], report: _Report, before: int | None) -
 @click.command(
     name="doctor",
     help=(
-        "Show which loopwarden hooks are installed for Claude Code, Codex CLI, Gemini CLI, "
-        "OpenCode and Cline CLI, run a test event through each, and check the config and "
-        "the state store."
+        "Show which loopwarden hooks are installed for each coding agent (Claude Code, "
+        "Codex CLI, Gemini CLI, OpenCode, Cline CLI, GitHub Copilot CLI, Qwen Code), run a "
+        "test event through each, and check the config and the state store."
     ),
     context_settings=CONTEXT,
 )

@@ -1,4 +1,4 @@
-"""``loopwarden install claude-code|codex|gemini``: add (or remove) the hook entries.
+"""``loopwarden install AGENT``: add (or remove) the hook entries.
 
 Merges with the hooks already in the agent's settings file (as a text edit: the
 rest of the file keeps its bytes), changes nothing when the entries are already
@@ -10,6 +10,7 @@ loopwarden's entries.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -53,6 +54,15 @@ _NOTES = {
     "cline": (
         "Cline has no way to refuse one call and go on: where loopwarden would block a "
         "call, Cline ends the run (see docs/hooks.md)."
+    ),
+    "copilot": (
+        "Copilot CLI reads this file at the start of each session; project hooks "
+        "(.github/hooks) run only in folders you trust."
+    ),
+    "qwen": (
+        "Qwen Code itself ends a turn at the 5th identical tool call in a row; loopwarden "
+        "catches the loops it lets through (changing arguments, cycles, failures, "
+        "missing tools, loops after compaction)."
     ),
 }
 
@@ -214,6 +224,9 @@ def _install(
 ) -> Path | None:
     before = None if text is None else path.read_bytes()
     had_ours = bool(text and text.strip() and installed_hooks(json.loads(text), agent, path))
+    created = list(edit.created)
+    if not path.parent.exists():
+        created.append(_FOLDER)  # removed again by an uninstall that deletes the file
     backup = write_settings(path, edit.text)
     installrecord.remember(
         env,
@@ -222,9 +235,13 @@ def _install(
         backup=backup,
         had_ours=had_ours,
         written=edit.text.encode("utf-8"),
-        created=edit.created,
+        created=created,
     )
     return backup
+
+
+_FOLDER = "<folder>"
+"""Install-record mark: ``install`` created the settings file's folder."""
 
 
 def _uninstall(
@@ -241,6 +258,9 @@ def _uninstall(
             path.unlink()
         except OSError as exc:
             raise SettingsError(f"{path}: cannot remove the settings file ({exc})") from None
+        if _FOLDER in record.created:
+            with contextlib.suppress(OSError):  # not empty (or gone): it stays
+                path.parent.rmdir()
         return None, True
     original = record.original_bytes() if untouched and record is not None else None
     if original is not None:

@@ -41,7 +41,7 @@ __all__ = [
     "socket_path",
 ]
 
-AGENTS = ("claude-code", "codex", "gemini", "opencode", "cline")
+AGENTS = ("claude-code", "codex", "gemini", "opencode", "cline", "copilot", "qwen")
 """The coding agents ``loopwarden hook`` and ``install`` accept (adapters in ``hooks.agents``)."""
 
 PROTOCOL = "LWH3"

@@ -17,18 +17,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from ._protocol import AGENTS
 
 __all__ = ["ADAPTERS", "Adapter", "BatchEntry", "Call", "Kind", "scrub_gemini_shell"]
 
-Kind = Literal["pre", "post", "failure", "batch", "model", "compact", "prompt", "end"]
+Kind = Literal["pre", "post", "failure", "batch", "model", "compact", "prompt", "turn", "end"]
 """What an event means for the guard: check a call (``pre``), record an outcome
 (``post``; ``failure`` for a failed call; ``batch`` for every call of a batch),
 look at the conversation before a model request (``model``), arm the
-post-compaction guard (``compact``), a new user prompt (``prompt``), or the end
-of the session (``end``)."""
+post-compaction guard (``compact``), a new user prompt (``prompt``), the agent
+going on with a turn (``turn``: end it when its run was stopped), or the end of
+the session (``end``)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,29 @@ class Adapter:
     )
     timeout: int = 30
     """Hook timeout written by ``install``, in the agent's unit (seconds here)."""
+    title = "Claude Code"
+
+    # -- settings files (``install``/``doctor``); None: the shared layout in hooks.settings
+    def settings_file(
+        self, scope: str, home: Path, env: Mapping[str, str], project: Path
+    ) -> Path | None:
+        """Where ``install`` writes for ``scope``; None: :func:`hooks.settings.settings_path`."""
+        return None
+
+    def hook_entry(self, event: str, matcher: str | None, command: str) -> dict[str, Any] | None:
+        """The entry ``install`` adds under ``event``; None: the shared group shape."""
+        return None
+
+    fresh_settings: Mapping[str, Any] = {}
+    """Members of a settings file that ``install`` creates, before ``hooks``."""
+
+    def normalize(self, event: dict[str, Any], event_name: str | None) -> dict[str, Any]:
+        """The event in the field names the runner reads (``event_name``: from ``--event``)."""
+        return event
+
+    def probe_event(self, session: str) -> dict[str, Any] | None:
+        """The harmless pre-call event ``doctor`` sends; None: the Claude-shaped default."""
+        return None
 
     def event_name(self, event: Mapping[str, Any]) -> str | None:
         """The event's name, as the answer and the log call it."""
@@ -208,6 +233,7 @@ class CodexAdapter(Adapter):
     post event, and shell calls arrive as ``Bash`` with a string result."""
 
     name = "codex"
+    title = "Codex CLI"
     transcript = "codex"
     events: Mapping[str, Kind] = {
         "PreToolUse": "pre",
@@ -268,6 +294,7 @@ class GeminiAdapter(Adapter):
     ``decision``/``reason``."""
 
     name = "gemini"
+    title = "Gemini CLI"
     transcript = "gemini"
     events: Mapping[str, Kind] = {
         "BeforeTool": "pre",
@@ -358,9 +385,14 @@ class _Registry(Mapping[str, Adapter]):
     def _get(self) -> dict[str, Adapter]:
         if self._table is None:
             from .agents_cline import ClineAdapter
+            from .agents_copilot import CopilotAdapter
             from .agents_opencode import OpenCodeAdapter
+            from .agents_qwen import QwenAdapter
 
-            classes = (Adapter, CodexAdapter, GeminiAdapter, OpenCodeAdapter, ClineAdapter)
+            classes = (
+                *(Adapter, CodexAdapter, GeminiAdapter, OpenCodeAdapter, ClineAdapter),
+                *(CopilotAdapter, QwenAdapter),
+            )
             by_name = {cls.name: cls() for cls in classes}
             self._table = {name: by_name[name] for name in AGENTS}
         return self._table

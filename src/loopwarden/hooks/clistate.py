@@ -37,6 +37,8 @@ TESTED: Mapping[str, Cli] = {
     "gemini": Cli("gemini", (0, 61, 0), "the BeforeModel hook and the JSONL session transcript"),
     "opencode": Cli("opencode", (1, 18, 33), "the plugin hooks tool.execute.* and chat.params"),
     "cline": Cli("cline", (3, 0, 65), "the PreToolUse/PostToolUse hook files with JSON answers"),
+    "copilot": Cli("copilot", (1, 0, 102), "hooks in ~/.copilot/hooks and postToolUse context"),
+    "qwen": Cli("qwen", (0, 24, 4), "the PostToolBatch and UserPromptSubmit hook events"),
 }
 """Per agent: the versions of the e2e suite (tests/e2e/clis.json must agree)."""
 

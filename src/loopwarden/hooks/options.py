@@ -54,6 +54,8 @@ class HookOptions(NamedTuple):
     no_daemon: bool
     stop_daemon: bool
     metrics: str | None = None
+    event: str | None = None
+    """The event's name, for agents that do not send it (``--event``)."""
 
 
 HOOK_HELP = """Coding-agent hook: reads one hook event as JSON on stdin and prints the
@@ -112,6 +114,12 @@ HOOK_OPTIONS = (
         "The helper process serves Prometheus metrics at http://HOST:PORT/metrics "
         "(needs loopwarden[prometheus]; events handled in the hook process are not counted).",
     ),
+    HookOption(
+        "--event",
+        "NAME",
+        "The hook event this command is installed for (for agents whose events do not "
+        "carry their name, such as GitHub Copilot CLI).",
+    ),
 )
 """The options, shared by the parser below and the help ``loopwarden hook --help`` prints."""
 
@@ -160,7 +168,14 @@ def _parse_args(argv: list[str]) -> HookOptions:
             f"{_USAGE}loopwarden hook: error: name the agent ({', '.join(sorted(ADAPTERS))})"
         )
     return HookOptions(
-        ns.agent or "", ns.config, ns.state, ns.agent_id, ns.no_daemon, ns.stop_daemon, ns.metrics
+        ns.agent or "",
+        ns.config,
+        ns.state,
+        ns.agent_id,
+        ns.no_daemon,
+        ns.stop_daemon,
+        ns.metrics,
+        ns.event,
     )
 
 

@@ -251,6 +251,8 @@ def _process(
         # A PreToolUse still asks the guard, which answers at once, allowing the call
         # or, with failMode closed, denying it.
         return Answer({})
+    if kind == "turn":  # the agent goes on with a turn: end it if its run was stopped
+        return Answer(adapter.stop(kind, name, step.stopped) if step.stopped else {})
     if kind == "end":
         # A failing SessionEnd hook is the one thing `claude -p` prints in text mode.
         return Answer({}, 1, f"{step.report}\n") if step.report else Answer({})
@@ -265,7 +267,8 @@ def _process(
         return Answer(_act(adapter, kind, name, event, run, notes, after))
     except LoopAbort as abort:
         message = _stop_text(abort)
-        remember_stop(entry.side, session_key(adapter.name, agent_id, session), message)
+        key = session_key(adapter.name, agent_id, session)
+        remember_stop(entry.side, key, message, step.run)
         return Answer(adapter.stop(kind, name, message))
 
 
@@ -301,6 +304,7 @@ def _answer(
             type(event).__name__,
         )
         return Reply(0, b"{}", ""), context
+    event = ADAPTERS[opts.agent].normalize(event, opts.event)
     session = ADAPTERS[opts.agent].session_id(event)
     if session:
         context = f"{context} session={session}"

@@ -10,6 +10,7 @@ in the SQLite file ties them together:
 * ``seen``: (Gemini) a ``/compress`` already armed: its history rewrite, which
   Gemini may write to the transcript a request later, must not arm again;
 * ``stop``: the reason of a stop not yet shown to the user (Claude Code's ``SessionEnd``);
+* ``stopped``: the run that was stopped, and why (Qwen Code: its turn is ended).
 * ``cm``: (Cline) the state of the session's compaction file at the last event.
 """
 
@@ -51,6 +52,8 @@ class SessionStep(NamedTuple):
     """(Gemini) the calls completed since the last model request, from the transcript."""
     split: int = 0
     """How many of ``calls`` came before the compaction: recorded before arming."""
+    stopped: str | None = None
+    """The stop message, when this event's run was stopped."""
 
 
 # Events that may read the transcript: those whose answer can reach the model.
@@ -152,7 +155,11 @@ def step_session(
             elif kind != "model":
                 del data["arm"]
         split = found.split if found.compacted else 0
-        return orjson.dumps(data), SessionStep(run, found.unknown, arm, None, found.calls, split)
+        stopped = data.get("stopped")
+        message = stopped[1] if isinstance(stopped, list) and stopped[:1] == [run] else None
+        return orjson.dumps(data), SessionStep(
+            run, found.unknown, arm, None, found.calls, split, _str(message)
+        )
 
     try:
         return side.transact_value(key, step)
@@ -161,13 +168,15 @@ def step_session(
         return SessionStep(explicit or session, [], kind == "compact")
 
 
-def remember_stop(side: SideRecords, key: str, message: str) -> None:
+def remember_stop(side: SideRecords, key: str, message: str, run: str | None = None) -> None:
     """Keep a stop's reason for the end of the session (Claude Code's text mode shows
-    nothing else to the user)."""
+    nothing else to the user), and which run it stopped."""
 
     def step(old: bytes | None) -> tuple[bytes, None]:
         data = _load(old)
         data["stop"] = message
+        if run is not None:
+            data["stopped"] = [run, message]
         return orjson.dumps(data), None
 
     try:

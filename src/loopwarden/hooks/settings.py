@@ -1,8 +1,13 @@
 """The coding agents' settings files: where loopwarden's hook entries go, and how.
 
-Claude Code (``.claude/settings.json``), Codex CLI (``.codex/hooks.json``) and
-Gemini CLI (``.gemini/settings.json``) all keep hooks as
-``{"hooks": {EVENT: [{"matcher": ..., "hooks": [{"type": "command", ...}]}]}}``.
+Claude Code (``.claude/settings.json``), Codex CLI (``.codex/hooks.json``),
+Gemini CLI (``.gemini/settings.json``) and Qwen Code (``.qwen/settings.json``)
+all keep hooks as
+``{"hooks": {EVENT: [{"matcher": ..., "hooks": [{"type": "command", ...}]}]}}``;
+GitHub Copilot CLI reads ``{"version": 1, "hooks": {EVENT: [{"type": "command",
+"bash": ...}]}}`` from every file in its hooks folders, and loopwarden writes a
+file of its own there (``loopwarden.json``). Where an agent differs, its adapter
+says so (:meth:`~loopwarden.hooks.agents.Adapter.settings_file`, ``hook_entry``).
 loopwarden adds one matcher group per event, holding one command handler, and
 recognises its own handlers by their command (``... loopwarden hook AGENT`` or
 ``... -m loopwarden hook AGENT``), so that installing twice changes nothing and
@@ -45,18 +50,13 @@ __all__ = [
     "read_text",
     "remove_hooks",
     "settings_path",
+    "split_hook_command",
     "write_settings",
 ]
 
 Scope = Literal["user", "project"]
 SCOPES: tuple[Scope, ...] = ("user", "project")
-AGENT_TITLES = {
-    "claude-code": "Claude Code",
-    "codex": "Codex CLI",
-    "gemini": "Gemini CLI",
-    "opencode": "OpenCode",
-    "cline": "Cline CLI",
-}
+AGENT_TITLES = {name: adapter.title for name, adapter in ADAPTERS.items()}
 JsonObject = dict[str, Any]
 
 
@@ -67,6 +67,10 @@ class SettingsError(LoopwardenError):
 def settings_path(agent: str, scope: Scope, env: Mapping[str, str], project: Path) -> Path:
     """The settings file of ``agent`` for ``scope`` (``project`` is the project directory)."""
     home = Path(env.get("HOME") or os.path.expanduser("~"))
+    adapter = ADAPTERS.get(agent)
+    own = adapter.settings_file(scope, home, env, project) if adapter is not None else None
+    if own is not None:
+        return own
     if agent == "claude-code":
         if scope == "project":
             return project / ".claude" / "settings.json"
@@ -109,6 +113,8 @@ def _executable() -> list[str]:
 
 
 _FAST_PATH = "loopwarden.hooks._protocol"
+# Where a hook command's own arguments end (Copilot's commands end in "|| true").
+_SHELL_OPERATORS = frozenset({"||", "&&", ";", "|", "&"})
 
 
 def hook_command(agent: str, extra: list[str] | None = None) -> str:
@@ -118,6 +124,13 @@ def hook_command(agent: str, extra: list[str] | None = None) -> str:
 
 def hook_arguments(command: object) -> list[str] | None:
     """The hook's own arguments (``AGENT [options]``) in a loopwarden hook command;
+    None when ``command`` does not run loopwarden's hook."""
+    found = split_hook_command(command)
+    return None if found is None else found[1]
+
+
+def split_hook_command(command: object) -> tuple[list[str], list[str]] | None:
+    """(the launcher's words, the hook's own arguments) of a loopwarden hook command;
     None when ``command`` does not run loopwarden's hook."""
     if not isinstance(command, str):
         return None
@@ -132,15 +145,17 @@ def hook_arguments(command: object) -> list[str] | None:
             and index + 1 < len(words)
             and f"from {_FAST_PATH} import" in words[index + 1]
         ):
-            return words[index + 2 :]
-        if name in ("loopwarden", "loopwarden.exe"):
-            rest = words[index + 1 :]
-        elif word == "-m" and index + 1 < len(words) and words[index + 1] == "loopwarden":
-            rest = words[index + 2 :]
+            start = index + 2
+        elif name in ("loopwarden", "loopwarden.exe"):
+            if words[index + 1 : index + 2] != ["hook"]:
+                continue
+            start = index + 2
+        elif word == "-m" and words[index + 1 : index + 3] == ["loopwarden", "hook"]:
+            start = index + 3
         else:
             continue
-        if rest[:1] == ["hook"]:
-            return rest[1:]
+        end = next((i for i in range(start, len(words)) if words[i] in _SHELL_OPERATORS), None)
+        return words[:start], words[start:end]
     return None
 
 
@@ -215,16 +230,25 @@ def _hooks_table(data: JsonObject, path: Path) -> JsonObject:
 def _handlers(group: Any) -> list[Any]:
     if isinstance(group, dict) and isinstance(group.get("hooks"), list):
         return list(group["hooks"])
+    if isinstance(group, dict) and "bash" in group:  # Copilot: the entry is the handler
+        return [group]
     return []
 
 
+def _command(handler: dict[str, Any]) -> Any:
+    return handler.get("command", handler.get("bash"))
+
+
 def _ours(handler: Any, agent: str) -> bool:
-    return isinstance(handler, dict) and is_loopwarden_command(handler.get("command"), agent)
+    return isinstance(handler, dict) and is_loopwarden_command(_command(handler), agent)
 
 
-def _group(agent: str, matcher: str | None, command: str) -> JsonObject:
-    handler: JsonObject = {"type": "command", "command": command}
+def _group(agent: str, event: str, matcher: str | None, command: str) -> JsonObject:
     adapter = ADAPTERS[agent]
+    own = adapter.hook_entry(event, matcher, command)
+    if own is not None:
+        return own
+    handler: JsonObject = {"type": "command", "command": command}
     if agent == "gemini":
         handler["name"] = "loopwarden"
         handler["description"] = "loopwarden: stop tool-call loops"
@@ -302,7 +326,7 @@ def _crlf(edit: Callable[..., Edit]) -> Callable[..., Edit]:
 def add_hooks(text: str | None, agent: str, command: str, path: Path) -> Edit:
     """``text`` with loopwarden's entries for ``agent`` (None: no file yet)."""
     if text is None or not text.strip():
-        text = "{}"
+        text = json.dumps(dict(ADAPTERS[agent].fresh_settings))
         fresh = True
     else:
         fresh = False
@@ -314,7 +338,7 @@ def add_hooks(text: str | None, agent: str, command: str, path: Path) -> Edit:
     text, changed = _remove(text, agent, stale, stale)
     created: list[str] = []
     for event, matcher in wanted.items():
-        desired = _group(agent, matcher, command)
+        desired = _group(agent, event, matcher, command)
         groups = json.loads(text).get("hooks", {}).get(event, [])
         count = sum(_ours(h, agent) for g in groups for h in _handlers(g))
         if count == 1 and desired in groups:
@@ -366,7 +390,7 @@ def installed_hooks(data: JsonObject | None, agent: str, path: Path) -> dict[str
         for group in groups:
             for handler in _handlers(group):
                 if _ours(handler, agent):
-                    found.setdefault(event, []).append(str(handler["command"]))
+                    found.setdefault(event, []).append(str(_command(handler)))
     return found
 
 

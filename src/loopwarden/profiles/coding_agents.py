@@ -24,7 +24,7 @@ UNKNOWN_TOOL_PATTERNS = tuple(
     for pattern in (
         r"unknown tool name[:\s]+" + _NAME,  # Pydantic AI
         r"unknown tool[:\s]+" + _NAME,
-        r"tool\s+" + _NAME + r"\s+(?:not found|is not available)",
+        r"tool\s+" + _NAME + r"\s+(?:not found|is not available|does not exist)",
         r"no such tool available[:\s]+" + _NAME,  # Claude Code
         r"unsupported call[:\s]+" + _NAME,  # Codex CLI
         r"tried to call unavailable tool[:\s]+" + _NAME,  # AI SDK: OpenCode, Cline
