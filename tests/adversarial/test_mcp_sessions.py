@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 
 pytest.importorskip("mcp")
 
+import anyio
 import httpx2
 
 from tests.mcp.conftest import STOPPED

@@ -132,14 +132,17 @@ def test_its_state_is_stored_with_the_run(tmp_path: Path, kind: str) -> None:
     with registered(ToolBudget):
         if kind == "memory":
             store: Any = MemoryStore()
-            first, second = lw.LoopGuard(CONFIG, store=store), lw.LoopGuard(CONFIG, store=store)
+            stores = [store, store]
         else:
-            path = tmp_path / "state.db"
-            first = lw.LoopGuard(CONFIG, store=SQLiteStore(path))
-            second = lw.LoopGuard(CONFIG, store=SQLiteStore(path))
-        assert _searches(first.run("r"), 1, 2) == ["allow", "allow"]
-        # The other guard sees the two calls already used.
-        assert _searches(second.run("r"), 3, 2) == ["warn", "block"]
+            stores = [SQLiteStore(tmp_path / "state.db"), SQLiteStore(tmp_path / "state.db")]
+        try:
+            first, second = (lw.LoopGuard(CONFIG, store=s) for s in stores)
+            assert _searches(first.run("r"), 1, 2) == ["allow", "allow"]
+            # The other guard sees the two calls already used.
+            assert _searches(second.run("r"), 3, 2) == ["warn", "block"]
+        finally:
+            for s in stores:
+                s.close()
 
 
 def test_its_settings_are_validated_from_the_declaration() -> None:

@@ -543,22 +543,27 @@ def _stuck_until_asked_again(messages: list[BaseMessage]) -> AIMessage:
     )
 
 
-def _saver(kind: str, tmp_path: Path) -> Any:
+def _saver(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
     if kind == "memory":
         return InMemorySaver()
     sqlite_saver = pytest.importorskip("langgraph.checkpoint.sqlite")
     import sqlite3
 
-    return sqlite_saver.SqliteSaver(
-        sqlite3.connect(tmp_path / "checkpoints.db", check_same_thread=False)
-    )
+    conn = sqlite3.connect(tmp_path / "checkpoints.db", check_same_thread=False)
+    request.addfinalizer(conn.close)
+    return sqlite_saver.SqliteSaver(conn)
 
 
 @pytest.mark.parametrize(
     ("saver", "mode"), [("memory", "sync"), ("memory", "async"), ("sqlite", "sync")]
 )
 def test_a_stopped_checkpointed_thread_continues(
-    saver: str, mode: str, counter: Counter, poll_status: Any, tmp_path: Path
+    saver: str,
+    mode: str,
+    counter: Counter,
+    poll_status: Any,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     """After a stop, the next invocation answers the stopped turn's calls, so a provider that
     rejects unanswered tool calls accepts the thread's history."""
@@ -568,7 +573,7 @@ def test_a_stopped_checkpointed_thread_continues(
         """Read the build log from an offset."""
         return f"log {offset}"
 
-    checkpointer = _saver(saver, tmp_path)
+    checkpointer = _saver(saver, tmp_path, request)
     llm = strict(_stuck_until_asked_again)
     guard = LoopGuardMiddleware(SMALL)
     agent = create_agent(
