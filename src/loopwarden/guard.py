@@ -240,7 +240,8 @@ class RunGuard:
         agent_key = normalize_agent_id(agent_id) if agent_id is not None else ""
         self.key = f"{agent_key}\x1f{session_id or ''}\x1f{run_id}"
         # call key -> args hash, so each call's params are hashed once.
-        self._sigs: dict[str, tuple[str, Any]] = {}
+        self._sigs: dict[str, str | tuple[str, Any]] = {}
+        """Pending calls' signatures: by call id, or (signature, params) by params identity."""
         self._maskers: dict[str, Any] = {}  # tool -> its masker (None: not masked)
         self._attach = guard._attach
         self.inline = self._attach is not None
@@ -451,7 +452,7 @@ class RunGuard:
         key = call_id if call_id is not None else sig
         sigs = self._sigs  # so that after_call need not hash the params again
         if call_id is not None:
-            sigs[key] = (sig, None)  # the params themselves are not kept (memory)
+            sigs[key] = sig  # the params themselves are not kept (memory)
         else:  # kept to match after_call's params by identity
             sigs[f"{tool}\x1f{id(params)}"] = (sig, params)
         if len(sigs) > _MAX_PENDING:  # calls that never reported back; keep the newest half
@@ -465,7 +466,9 @@ class RunGuard:
         tool = tool.strip() if type(tool) is str else str(tool).strip()
         call_id = None if call_id is None else str(call_id)
         cached = self._sigs.pop(call_id if call_id is not None else f"{tool}\x1f{id(params)}", None)
-        if cached is not None and (call_id is not None or cached[1] is params):
+        if type(cached) is str:
+            sig = cached
+        elif cached is not None and cached[1] is params:
             sig = cached[0]
         else:
             sig = f"{tool}:{digest(params)}"

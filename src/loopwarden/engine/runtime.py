@@ -343,7 +343,17 @@ def after(st: RunState, done: Done, now: float) -> Step:
             waited = True
         elif (recent or is_error) and src is not None and src.params is not None:
             waited = is_wait_command(src.params)
-    verdict = observe(st, Observed(tool, sig, result_hash, is_error, error, waited, False))
+    # One Observed per run, refilled for each outcome (rules read it during observe only).
+    ev = st.ev
+    ev.tool, ev.sig, ev.outcome, ev.is_error, ev.error, ev.quiet = (
+        tool,
+        sig,
+        result_hash,
+        is_error,
+        error,
+        waited,
+    )
+    verdict = observe(st, ev)
     if verdict is not None:
         ended = verdict.stop
         if ended is not None:

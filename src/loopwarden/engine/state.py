@@ -19,7 +19,7 @@ import orjson
 from .._util import bounded_set
 from ..errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
 from .compaction import PostCompactionGuard
-from .detectors import Detection, Plan, plan_for
+from .detectors import Detection, Observed, Plan, plan_for
 from .window import RunWindow
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ class RunState:
         "checks",
         "detached",
         "detectors",
+        "ev",
         "failed_tool",
         "failure_observers",
         "guard",
@@ -112,6 +113,8 @@ class RunState:
         # ``det.observe`` looks the method up generically on every call.
         self.observers = tuple(dets[i].observe for i in plan.observers)
         self.failure_observers = tuple(dets[i].observe for i in plan.failure_observers)
+        self.ev = Observed("", "", None)
+        """The run's outcome as the rules observe it (refilled for each outcome)."""
         self.checks: dict[int, tuple[tuple[bool, Callable[..., Detection | None]], ...]] = {}
         """Facts -> (OpenClaw's rule, bound ``check``) of the rules to ask, filled on use."""
         self.buckets: dict[str, int] = {}

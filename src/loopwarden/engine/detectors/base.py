@@ -108,7 +108,9 @@ class Call:
 
 @dataclass(slots=True)
 class Observed:
-    """A finished call (or a blocked one) as the rules observe it."""
+    """A finished call (or a blocked one) as the rules observe it. The engine may refill one
+    object for the outcomes of a run: a rule reads it during :meth:`Detector.observe` and
+    keeps its fields, never the object."""
 
     tool: str
     sig: str
