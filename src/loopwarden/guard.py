@@ -41,7 +41,7 @@ from .engine.runtime import ALLOW, QUIET, Decision, Done, Step, after, before, c
 from .engine.state import RunState
 from .errors import LoopAbort
 from .events import EventSink, LoopEvent, emit
-from .hashing import MISSING, Outcome, ToolOutcome, hash_outcome, is_known_poll, new_source
+from .hashing import MISSING, Outcome, ToolOutcome, hash_outcome, is_known_poll
 from .profiles import ProfileRegistry
 from .runrecord import CALL, COMPACTION, OUTCOME, RUN_END, RUN_START, JsonlRunRecord
 from .stores import InProcess, MemoryStore, Store, store_from_url
@@ -381,13 +381,26 @@ class RunGuard:
         if self._off:
             return None
         outcome = Outcome(outcome_hash, unknown_tool_name, is_error)
-        src = None
-        if self._sourced and (result is not MISSING or error is not MISSING):
-            profiles = self._profiles
-            params = None if params is MISSING else params
-            src = new_source((tool, params, result, error, profiles, profiles.masker_for(tool)))
+        profiles = self._profiles
+        sourced = self._sourced and (result is not MISSING or error is not MISSING)
+        masker = profiles.masker_for(tool) if sourced else None
+        params = None if params is MISSING else params
         key = call_id if call_id is not None else args_hash
-        done = _new_done((tool, args_hash, key, call_id, outcome, src))
+        done = _new_done(
+            (
+                tool,
+                args_hash,
+                key,
+                call_id,
+                outcome,
+                sourced,
+                params,
+                result,
+                error,
+                profiles,
+                masker,
+            )
+        )
         try:
             now = self._clock()
             step = self._transact(after, done, now)
@@ -474,17 +487,19 @@ class RunGuard:
             sig = f"{tool}:{digest(params)}"
         profiles = self._profiles
         outcome = hash_outcome(tool, params, result=result, error=error, profiles=profiles)
-        src = None
-        if self._sourced:
+        masker = None
+        sourced = self._sourced
+        if sourced:
             maskers = self._maskers
             masker = maskers.get(tool, maskers)
             if masker is maskers:
                 masker = profiles.masker_for(tool)
                 if len(maskers) < 256:
                     maskers[tool] = masker
-            src = new_source((tool, params, result, error, profiles, masker))
         key = call_id if call_id is not None else sig
-        return _new_done((tool, sig, key, call_id, outcome, src))
+        return _new_done(
+            (tool, sig, key, call_id, outcome, sourced, params, result, error, profiles, masker)
+        )
 
     # -- after the commit ----------------------------------------------------------
     def _decided(self, step: Step, call: Call, params: Any, now: float) -> Decision:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ._canonical import digest, to_plain
 from .profiles import DEFAULT_REGISTRY, OutcomeProfile, ProfileRegistry
@@ -389,6 +389,24 @@ _EXIT_KEYS = ("exitCode", "exit_code", "returncode")
 _WAIT_KEYS = ("command", "cmd", "script", "code", "commands")
 
 
+class Source(Protocol):
+    """What :func:`masked_hash` and :func:`error_text` read of an outcome (an
+    :class:`OutcomeSource`, or the runtime guard's record of a finished call)."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def params(self) -> Any: ...
+    @property
+    def result(self) -> Any: ...
+    @property
+    def error(self) -> Any: ...
+    @property
+    def profiles(self) -> ProfileRegistry: ...
+    @property
+    def masker(self) -> VolatileMasker | None: ...
+
+
 class OutcomeSource(NamedTuple):
     """What the runtime guard may need about one outcome beyond its hash, read by
     :func:`masked_hash`, :func:`failed` and :func:`error_text` only when needed. Kept for
@@ -410,9 +428,10 @@ new_source: Callable[[tuple[Any, ...]], OutcomeSource] = functools.partial(
 made for every outcome)."""
 
 
-def masked_hash(src: OutcomeSource) -> str | None:
+def masked_hash(src: Source) -> str | None:
     """The outcome hash with volatile counters masked (the raw hash without a masker)."""
-    tool, params, result, error, profiles, masker = src
+    tool, params, result, error = src.tool, src.params, src.result, src.error
+    profiles, masker = src.profiles, src.masker
     try:
         if error is not MISSING and error is not None:
             error = masker.mask(_error_message(error)) if masker is not None else error
@@ -431,12 +450,11 @@ def masked_hash(src: OutcomeSource) -> str | None:
     return hash_outcome(tool, params, result=result, error=error, profiles=profiles).hash
 
 
-def failed(src: OutcomeSource, is_error: bool) -> bool:
+def failed(result: Any, is_error: bool) -> bool:
     """An error, or a result whose shape says the command exited non-zero (an exit code at
     the top of a result mapping or in its ``details``)."""
     if is_error:
         return True
-    result = src.result
     if type(result) is not dict:
         return False
     # The key tests inline (every outcome passes here; nearly none has an exit code).
@@ -460,7 +478,7 @@ def _nonzero_exit(where: dict[str, Any]) -> bool:
     return False
 
 
-def error_text(src: OutcomeSource) -> str:
+def error_text(src: Source) -> str:
     """The failure's text: the error's message, or the result's text (bounded)."""
     result, error = src.result, src.error
     if type(result) is ToolOutcome:

@@ -21,7 +21,7 @@ from loopwarden.engine.detectors import (
 )
 from loopwarden.engine.runtime import Done, after, before, decide
 from loopwarden.engine.state import RunState
-from loopwarden.hashing import Outcome, is_wait_command, new_source
+from loopwarden.hashing import Outcome, is_wait_command
 from loopwarden.profiles import DEFAULT_REGISTRY
 
 REPEAT = CONSECUTIVE_REPEAT
@@ -90,11 +90,14 @@ class Engine:
             self.now += s.seconds
             params = None if s.command is None else {"command": s.command}
             error = s.error if s.error is not None else None
-            src = new_source((s.tool, params, s.outcome, error, DEFAULT_REGISTRY, None))
             outcome = Outcome(
                 None if s.outcome is None else f"h:{s.outcome}", None, s.error is not None
             )
-            after(self.state, Done(s.tool, s.sig, key, key, outcome, src), self.now)
+            done = Done(
+                s.tool, s.sig, key, key, outcome, True, params, s.outcome, error,
+                DEFAULT_REGISTRY, None,
+            )  # fmt: skip
+            after(self.state, done, self.now)
         self.now += 1.0
         return found
 

@@ -146,7 +146,7 @@ class ToolCallHistory:
         masker = profiles.masker_for(tool)
         src = new_source((tool, params, result, error, profiles, masker))
         result_hash = masked_hash(src) if masker is not None else outcome.hash
-        failure = failed(src, outcome.is_error)
+        failure = failed(result, outcome.is_error)
         return self.record_outcome_hashed(
             tool,
             args_hash(tool, params),

@@ -31,9 +31,9 @@ post-compaction guard's abort).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from ..hashing import Outcome, OutcomeSource, error_text, failed, is_wait_command, masked_hash
+from ..hashing import Outcome, error_text, failed, is_wait_command, masked_hash
 from ..profiles.volatile import error_excerpt
 from . import messages
 from .compaction import COMPACTION_LOOP_PERSISTED, LogLine
@@ -42,7 +42,8 @@ from .state import MAX_MASKED, RunState, Stop
 from .window import RECENT_CALLS
 
 if TYPE_CHECKING:
-    from .detectors import Observed
+    from ..profiles import ProfileRegistry
+    from ..profiles.volatile import VolatileMasker
 
 __all__ = [
     "ALLOW",
@@ -63,15 +64,22 @@ EventAction = Literal["warn", "block", "stop", "abort"]
 
 
 class Done(NamedTuple):
-    """A finished call, as the engine records it."""
+    """A finished call, as the engine records it, with what its outcome came from (for
+    masking, failures and waits: a :class:`~loopwarden.hashing.Source`)."""
 
     tool: str
     sig: str
     key: str
     call_id: str | None
     outcome: Outcome
-    source: OutcomeSource | None
-    """What the outcome came from, for masking and failures (``None``: only hashes known)."""
+    sourced: bool
+    """``params``, ``result`` and ``error`` are known (``False``: only hashes are)."""
+    params: Any
+    result: Any
+    error: Any
+    profiles: ProfileRegistry
+    masker: VolatileMasker | None
+    """The tool's volatile-counter masker (``None``: its outcomes are not masked)."""
 
 
 @dataclass(frozen=True)
@@ -282,7 +290,7 @@ def quiet(
 
 def after(st: RunState, done: Done, now: float) -> Step:
     """Record a call's outcome (its hash ``None``: nothing to compare) at ``now``."""
-    tool, sig, key, call_id, outcome, src = done
+    tool, sig, key, call_id, outcome, sourced, params, result, _, _, masker = done
     if st.blocked and st.blocked.pop(key, None) is not None:
         return _NOT_RECORDED  # a blocked call's answer is not an outcome
     note = st.notes.pop(key, None) if st.notes else None
@@ -305,8 +313,8 @@ def after(st: RunState, done: Done, now: float) -> Step:
     # (with loopwarden's rules) repeats a recent call: a counter loop repeats at once,
     # and masking a long output costs several times hashing it.
     if (
-        src is not None
-        and src.masker is not None
+        sourced
+        and masker is not None
         and (recent or not plan.own)
         and stats is not None
         and stats.hashed
@@ -315,7 +323,7 @@ def after(st: RunState, done: Done, now: float) -> Step:
         memo = (tool, result_hash)
         masked = st.masked.get(memo)
         if masked is None:
-            masked = masked_hash(src) or result_hash
+            masked = masked_hash(done) or result_hash
             if len(st.masked) >= MAX_MASKED:
                 st.masked.clear()
             st.masked[memo] = masked
@@ -329,10 +337,10 @@ def after(st: RunState, done: Done, now: float) -> Step:
         window.add(tool, sig, call_id, result_hash, unknown, now)
     is_error = outcome.is_error or unknown is not None
     error = None
-    if src is not None and plan.errors:
-        is_error = failed(src, is_error)
+    if sourced and plan.errors:
+        is_error = failed(result, is_error)
         if is_error:
-            error = error_excerpt(error_text(src))
+            error = error_excerpt(error_text(done))
     # A command is read for a wait only where it can matter: a call that repeats a recent
     # one, or a failure (a server that is still starting fails while the agent waits).
     waited = False
@@ -341,8 +349,8 @@ def after(st: RunState, done: Done, now: float) -> Step:
             st.polls and sig in st.polls
         ):
             waited = True
-        elif (recent or is_error) and src is not None and src.params is not None:
-            waited = is_wait_command(src.params)
+        elif (recent or is_error) and sourced and params is not None:
+            waited = is_wait_command(params)
     # One Observed per run, refilled for each outcome (rules read it during observe only).
     ev = st.ev
     ev.tool, ev.sig, ev.outcome, ev.is_error, ev.error, ev.quiet = (
