@@ -29,12 +29,15 @@ LOOP = {"tools": {"loopDetection": {"enabled": True}}}
 
 @pytest.fixture(name="url", params=["redis", "redis-cluster"])
 def fixture_url(request: pytest.FixtureRequest, prefix: str) -> str:
-    """A store URL for each Redis topology (servers shared by the session)."""
+    """A store URL for each Redis topology (servers shared by the session). The contract is
+    about what is stored, not about outages: a 2 s answer timeout, so that a loaded CI
+    machine (two suites on two cores) is not read as Redis being down (test_redis_faults
+    covers the short timeouts)."""
     if request.param == "redis":
         server = request.getfixturevalue("redis_server")
-        return f"{server.url}?prefix={prefix}"
+        return f"{server.url}?prefix={prefix}&timeout=2"
     cluster = request.getfixturevalue("redis_cluster")
-    return f"{cluster.url}?prefix={prefix}"
+    return f"{cluster.url}?prefix={prefix}&timeout=2"
 
 
 def raw_client(store: RedisStore) -> redis.Redis:
