@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import loopwarden as lw
+from tests.stores.conftest import SEMANTICS
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -123,7 +124,7 @@ def test_tasks_record_every_call(
     # 96 tasks share one event loop: on a loaded CI machine an answer can wait longer than
     # the default 0.25 s for the loop to come back to it. The answer timeout is not what is
     # tested; waiting for a turn at the pool is (pool-1 waits far longer than 2 s in all).
-    url = store_url(redis_server, pool_size) + "&timeout=2"
+    url = f"{store_url(redis_server, pool_size)}&{SEMANTICS}"
     guard = lw.LoopGuard(CONFIG, store=url)
     ids = [f"a{w}" for w in range(WORKERS)]
     runs = [guard.run(run_id) for run_id in ids]

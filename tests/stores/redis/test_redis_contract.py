@@ -17,6 +17,7 @@ from loopwarden.engine.state import RunState
 from loopwarden.stores import Inspectable, SideRecords, Store, store_from_url
 from loopwarden.stores.redis import RedisStore
 from tests._wait import wait_until
+from tests.stores.conftest import SEMANTICS
 from tests.stores.redis import _workers
 from tests.stores.redis._workers import CONFIG, KEY, bump
 
@@ -29,15 +30,13 @@ LOOP = {"tools": {"loopDetection": {"enabled": True}}}
 
 @pytest.fixture(name="url", params=["redis", "redis-cluster"])
 def fixture_url(request: pytest.FixtureRequest, prefix: str) -> str:
-    """A store URL for each Redis topology (servers shared by the session). The contract is
-    about what is stored, not about outages: a 2 s answer timeout, so that a loaded CI
-    machine (two suites on two cores) is not read as Redis being down (test_redis_faults
-    covers the short timeouts)."""
+    """A store URL for each Redis topology (servers shared by the session), with the answer
+    timeout of the contract tests (``SEMANTICS``: they check what is stored, not outages)."""
     if request.param == "redis":
         server = request.getfixturevalue("redis_server")
-        return f"{server.url}?prefix={prefix}&timeout=2"
+        return f"{server.url}?prefix={prefix}&{SEMANTICS}"
     cluster = request.getfixturevalue("redis_cluster")
-    return f"{cluster.url}?prefix={prefix}&timeout=2"
+    return f"{cluster.url}?prefix={prefix}&{SEMANTICS}"
 
 
 def raw_client(store: RedisStore) -> redis.Redis:
