@@ -120,7 +120,7 @@ def is_known_poll(tool: str, params: Any, profiles: ProfileRegistry = DEFAULT_RE
         return True
     if tool == "process":
         return isinstance(params, Mapping) and params.get("action") in _POLL_ACTIONS
-    profile = profiles.get(tool)
+    profile = profiles.profiles.get(tool)
     return profile is not None and profile.poll
 
 

@@ -361,7 +361,14 @@ def after(st: RunState, done: Done, now: float) -> Step:
         error,
         waited,
     )
-    verdict = observe(st, ev)
+    if is_error or st.failed_tool is not None:
+        verdict = observe(st, ev)
+    else:  # observe(), the common case inline: no failure to follow
+        verdict = None
+        for fn in st.observers:
+            found = fn(st, ev)
+            if found is not None and (verdict is None or verdict.stop is None):
+                verdict = found
     if verdict is not None:
         ended = verdict.stop
         if ended is not None:
