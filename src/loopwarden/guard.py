@@ -58,6 +58,7 @@ T = TypeVar("T")
 _MAX_PENDING = 256
 # Built for every call: from a tuple, without the Python frame of a NamedTuple's __new__.
 _new_done: Callable[[tuple[Any, ...]], Done] = functools.partial(tuple.__new__, Done)
+_new = object.__new__
 
 
 def _any_masked(profiles: ProfileRegistry) -> bool:
@@ -243,6 +244,7 @@ class RunGuard:
         self._sigs: dict[str, str | tuple[str, Any]] = {}
         """Pending calls' signatures: by call id, or (signature, params) by params identity."""
         self._maskers: dict[str, Any] = {}  # tool -> its masker (None: not masked)
+        self._polls: dict[str, bool] = {}  # tool -> a known poll (not for `process`)
         self._attach = guard._attach
         self.inline = self._attach is not None
         """True when the store never blocks, so the sync methods are safe on an event loop."""
@@ -461,7 +463,12 @@ class RunGuard:
         tool = tool.strip() if type(tool) is str else str(tool).strip()
         call_id = None if call_id is None else str(call_id)
         sig = f"{tool}:{digest(params)}"
-        poll = is_known_poll(tool, params, self._profiles)
+        # Whether a tool is a known poll depends on its params only for `process`.
+        poll = self._polls.get(tool)
+        if poll is None:
+            poll = is_known_poll(tool, params, self._profiles)
+            if tool != "process" and len(self._polls) < 256:
+                self._polls[tool] = poll
         key = call_id if call_id is not None else sig
         sigs = self._sigs  # so that after_call need not hash the params again
         if call_id is not None:
@@ -471,8 +478,11 @@ class RunGuard:
         if len(sigs) > _MAX_PENDING:  # calls that never reported back; keep the newest half
             self._sigs = dict(list(sigs.items())[_MAX_PENDING // 2 :])
         tools = self.tools
-        unregistered = None if tools is None else tool not in tools
-        return Call(tool, sig, poll, key, call_id, unregistered)
+        # Built field by field, as the window builds its records: no __init__ frame.
+        call: Call = _new(Call)
+        call.tool, call.sig, call.poll, call.key, call.call_id = tool, sig, poll, key, call_id
+        call.unregistered = None if tools is None else tool not in tools
+        return call
 
     def _outcome(self, tool: Any, params: Any, call_id: Any, result: Any, error: Any) -> Done:
         """A finished call: its args hash (cached by ``before_call``), key, id and outcome."""
