@@ -4,7 +4,8 @@ Prints microseconds per tool call (check + record call + record outcome through
 ``RunGuard.before_call`` / ``after_call``) for:
 
 * small nested params/results at historySize 30 and 1000,
-* a realistic mix (40% distinct calls, 40% repeats, 20% alternation) at historySize 30,
+* a realistic mix at historySize 30 (per 10 calls: 4 distinct, then one call 5 times with
+  the same result, the 5th after another call; no rule acts on it),
 * 100 KB text results,
 * the hashing floor: ``sha256(json.dumps(x, sort_keys=True, separators=(",", ":")))``
   of the same params and the same result with the standard library, nothing else.
