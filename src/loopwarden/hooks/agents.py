@@ -22,7 +22,15 @@ from typing import Any, Literal
 
 from ._protocol import AGENTS
 
-__all__ = ["ADAPTERS", "Adapter", "BatchEntry", "Call", "Kind", "scrub_gemini_shell"]
+__all__ = [
+    "ADAPTERS",
+    "Adapter",
+    "BatchEntry",
+    "Call",
+    "Kind",
+    "answered_calls",
+    "scrub_gemini_shell",
+]
 
 Kind = Literal["pre", "post", "failure", "batch", "model", "compact", "prompt", "turn", "end"]
 """What an event means for the guard: check a call (``pre``), record an outcome
@@ -153,16 +161,8 @@ class Adapter:
 
     def batch(self, event: Mapping[str, Any]) -> list[BatchEntry]:
         """The calls of a ``PostToolBatch`` event (each with the text the model got)."""
-        calls = event.get("tool_calls")
         found: list[BatchEntry] = []
-        if not isinstance(calls, list):
-            return found
-        for item in calls:
-            if not isinstance(item, Mapping):
-                continue
-            call = self.call(item)
-            if call is None or "tool_response" not in item:
-                continue
+        for item, call in answered_calls(self, event):
             response = item["tool_response"]
             text = response if isinstance(response, str) else None
             error = _claude_error(text) if text is not None else None
@@ -273,6 +273,22 @@ _GEMINI_SHELL_VOLATILE = (
     (re.compile(r"Background PIDs: \d+(?:, \d+)*"), "Background PIDs: #"),
     (re.compile(r"\(PID: \d+\)"), "(PID: #)"),
 )
+
+
+def answered_calls(
+    adapter: Adapter, event: Mapping[str, Any]
+) -> Iterator[tuple[Mapping[str, Any], Call]]:
+    """The items of a batch event's ``tool_calls`` that are calls and carry a
+    ``tool_response``, each with its call (malformed items are skipped)."""
+    calls = event.get("tool_calls")
+    if not isinstance(calls, list):
+        return
+    for item in calls:
+        if not isinstance(item, Mapping):
+            continue
+        call = adapter.call(item)
+        if call is not None and "tool_response" in item:
+            yield item, call
 
 
 def scrub_gemini_shell(value: Any) -> Any:

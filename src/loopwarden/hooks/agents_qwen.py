@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .agents import Adapter, BatchEntry, Call, Kind, scrub_gemini_shell
+from .agents import Adapter, BatchEntry, Call, Kind, answered_calls, scrub_gemini_shell
 
 __all__ = ["QwenAdapter"]
 
@@ -100,16 +100,8 @@ class QwenAdapter(Adapter):
         return found
 
     def batch(self, event: Mapping[str, Any]) -> list[BatchEntry]:
-        calls = event.get("tool_calls")
         found: list[BatchEntry] = []
-        if not isinstance(calls, list):
-            return found
-        for item in calls:
-            if not isinstance(item, Mapping):
-                continue
-            call = self.call(item)
-            if call is None or "tool_response" not in item:
-                continue
+        for item, call in answered_calls(self, event):
             response = _response_of(item)
             if item.get("status") == "success":
                 if call.tool == "run_shell_command":
