@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import shutil
 import statistics
 import subprocess
@@ -31,6 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from bench_cli_hooks import helpers_cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -49,20 +50,6 @@ export default async () => ({
 });
 """
 NOOP_HOOK = "#!/bin/sh\ncat >/dev/null\n"
-
-
-def helpers_cpu(runtime: Path) -> float:
-    """CPU seconds used so far by the hook helpers of ``runtime`` (their pid files)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid_file in runtime.glob("*.pid"):
-        try:
-            fields = Path(f"/proc/{int(pid_file.read_text())}/stat").read_text().split(")")[-1]
-        except (OSError, ValueError):
-            continue
-        utime, stime = fields.split()[11:13]
-        total += (int(utime) + int(stime)) / ticks
-    return total
 
 
 def workspace(agent: str, root: Path, runtime: Path, netns: list[str], setup: str) -> Workspace:
