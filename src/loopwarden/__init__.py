@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .hashing import hash_outcome as hash_outcome
     from .profiles import OutcomeProfile as OutcomeProfile
     from .runrecord import JsonlRunRecord as JsonlRunRecord
+    from .stopping import StopReport as StopReport
     from .stores import MemoryStore as MemoryStore
     from .stores import Store as Store
     from .stores import store_from_url as store_from_url
@@ -78,6 +79,7 @@ _EXPORTS = {
     "RunGuard": "guard",
     "Settings": "config",
     "Store": "stores",
+    "StopReport": "stopping",
     "StoreError": "errors",
     "Telemetry": "telemetry._core",
     "ToolCallHistory": "engine.history",

@@ -9,7 +9,8 @@
         ├── StoreError                   a state store failed: .original; the guard logs it
         │                                and allows the call, or blocks it when fail-closed
         └── LoopAbort                    the guard ended the run on purpose: .code (the rule
-            │                            that did), .tool_name, .count, .message; to_dict()
+            │                            that did), .tool_name, .count, .message, .report
+            │                            (a StopReport: what the stop saved); to_dict()
             ├── CircuitBreakerTripped     a rule stopped the run: .code is its name
             │                            (consecutive_repeat, cycle, failure_streak,
             │                            blocks_in_a_row, unknown_tool_repeat,
@@ -26,6 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .stopping import StopReport
 
 __all__ = [
     "CircuitBreakerTripped",
@@ -96,6 +101,11 @@ class LoopAbort(LoopwardenError):
     is the same name)."""
 
     code: str = "loop_abort"
+    report: StopReport | None = None
+    """What the stop ended and saved (set by the guard that raised it)."""
+    call_id: str | None = None
+    """The id of the call the stop refused (``None``: the stop came after a call ran)."""
+    _key: str | None = None  # the refused call's key in the run state (its id or signature)
 
     def __init__(self, message: str, *, tool_name: str, count: int, detector: str | None = None):
         super().__init__(message)
@@ -104,6 +114,12 @@ class LoopAbort(LoopwardenError):
         self.count = count
         self.code = detector or type(self).code
         self.detector = self.code
+
+    @property
+    def askable(self) -> bool:
+        """Whether a person may be asked to overrule this stop (``onStop: ask``). The
+        post-compaction abort never is: the seed's verdict ends the run."""
+        return self.code != CompactionLoopPersisted.code
 
     @staticmethod
     def find(exc: BaseException | None) -> LoopAbort | None:
@@ -131,13 +147,18 @@ class LoopAbort(LoopwardenError):
 
     def to_dict(self) -> dict[str, object]:
         """Machine-readable form, e.g. for an API response or a hook's stop reason."""
-        return {
+        out: dict[str, object] = {
             "code": self.code,
             "detector": self.code,
             "tool": self.tool_name,
             "count": self.count,
             "message": self.message,
         }
+        if self.report is not None:
+            out["calls"] = self.report.calls
+            out["refused"] = self.report.refused
+            out["summary"] = self.report.summary()
+        return out
 
 
 class CircuitBreakerTripped(LoopAbort):

@@ -17,7 +17,8 @@ from ._logging import logger
 
 __all__ = ["EventSink", "LoopEvent", "emit"]
 
-Action = Literal["warn", "block", "stop", "abort"]
+Action = Literal["warn", "block", "stop", "abort", "resume"]
+"""``resume``: a person answered a stop and the run went on (``onStop: ask``)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def iso_time(seconds: float) -> str:
 
 def log_event(event: LoopEvent) -> None:
     """Write ``event`` to the ``loopwarden`` logger (warnings at WARNING, the rest at ERROR)."""
-    level = logging.WARNING if event.action == "warn" else logging.ERROR
+    level = logging.WARNING if event.action in ("warn", "resume") else logging.ERROR
     if not logger.isEnabledFor(level):
         return
     logger.log(

@@ -37,13 +37,14 @@ from .engine.compaction import LogLine
 from .engine.detectors import Call
 from .engine.history import normalize_run_id
 from .engine.messages import fail_closed
-from .engine.runtime import ALLOW, QUIET, Decision, Done, Step, after, before, compacted
-from .engine.state import RunState
+from .engine.runtime import ALLOW, QUIET, Decision, Done, Step, after, before, compacted, resume
+from .engine.state import RunState, Stop
 from .errors import LoopAbort
 from .events import EventSink, LoopEvent, emit
 from .hashing import MISSING, Outcome, ToolOutcome, hash_outcome, is_known_poll
 from .profiles import ProfileRegistry
 from .runrecord import CALL, COMPACTION, OUTCOME, RUN_END, RUN_START, JsonlRunRecord
+from .stopping import Choice, StopReport, parse_choice, person_note
 from .stores import InProcess, MemoryStore, Store, store_from_url
 
 if TYPE_CHECKING:
@@ -533,7 +534,7 @@ class RunGuard:
         if step.event is not None:
             emit((self._event(step, call.tool, call.call_id, now),), self.guard.sinks)
         if stop is not None:
-            raise stop.error()
+            raise self._stop_error(step, call.call_id, call.key)
         return step.decision
 
     def _recorded(self, step: Step, done: Done, raw: Any, now: float) -> str | None:
@@ -551,8 +552,83 @@ class RunGuard:
         stop = step.stop
         if stop is not None:
             emit((self._event(step, done.tool, done.call_id, now),), self.guard.sinks)
-            raise stop.error()
+            raise self._stop_error(step, None, None)
         return step.note
+
+    def _stop_error(self, step: Step, call_id: str | None, key: str | None) -> LoopAbort:
+        """The exception that ends the run, with its report (``call_id``: the call the stop
+        refused; ``None`` when the stop came after a call ran)."""
+        stop = step.stop
+        assert stop is not None
+        error = stop.error()
+        calls, refused = step.tally or (0, 0)
+        error.report = StopReport(
+            stop.code, stop.tool, stop.count, stop.message, calls, refused, self.run_id
+        )
+        error.call_id = call_id
+        error._key = key
+        return error
+
+    # -- a person's answer to a stop (onStop: ask) ------------------------------------
+    def resume(self, stop: LoopAbort, choice: Choice | str, note: str | None = None) -> Decision:
+        """Apply a person's answer to ``stop``, raised by this run (``onStop: ask``).
+
+        ``allow_once``: returns an ``allow`` decision; run the refused call and report its
+        outcome with :meth:`after_call` as usual (the next repeat stops the run again).
+        ``continue``: returns a ``block`` decision whose message carries ``note`` for the
+        model (the call is not run); the run goes on with a clean slate.
+        ``stop``: raises ``stop`` again, as does any answer to a stop no person may lift
+        (``stop.askable`` is false: the post-compaction abort).
+        """
+        parsed = _choice(choice)
+        try:
+            stands = self._transact(resume, parsed, stop._key)
+        except Exception as exc:
+            self._failed("resume", exc)
+            raise stop from None
+        return self._resumed(stop, parsed, stands, note)
+
+    async def aresume(
+        self, stop: LoopAbort, choice: Choice | str, note: str | None = None
+    ) -> Decision:
+        """Async form of :meth:`resume`."""
+        parsed = _choice(choice)
+        try:
+            stands = await self._atransact(resume, parsed, stop._key)
+        except Exception as exc:
+            self._failed("resume", exc)
+            raise stop from None
+        return self._resumed(stop, parsed, stands, note)
+
+    def _resumed(
+        self, stop: LoopAbort, choice: Choice, stands: Stop | None, note: str | None
+    ) -> Decision:
+        if stands is not None:
+            raise stop
+        what = (
+            "let the refused call run once more"
+            if choice == "allow_once"
+            else "let the run go on" + (" with a note for the model" if note else "")
+        )
+        event = LoopEvent(
+            time=self._clock(),
+            session_id=self.session_id,
+            run_id=self.run_id,
+            agent_id=self.agent_id,
+            tool=stop.tool_name,
+            level="warning",
+            action="resume",
+            detector=stop.code,
+            count=stop.count,
+            paired_tool=None,
+            warning_key=None,
+            message=f"a person answered the stop: {what}",
+            call_id=stop.call_id,
+        )
+        emit((event,), self.guard.sinks)
+        if choice == "allow_once":
+            return ALLOW
+        return Decision("block", person_note(note))
 
     def _compacted(self, line: LogLine | None) -> None:
         if line is not None:
@@ -600,6 +676,13 @@ class RunGuard:
         if self.guard.fail_closed and where == "before_call":
             return Decision("block", fail_closed(type(exc).__name__))
         return ALLOW
+
+
+def _choice(choice: Choice | str) -> Choice:
+    parsed = parse_choice(choice)
+    if parsed is None:
+        raise ValueError(f"unknown answer to a stop {choice!r}: allow_once, stop or continue")
+    return parsed
 
 
 def _raw(done: Done, result: Any, error: Any) -> Any:

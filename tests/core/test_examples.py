@@ -114,7 +114,9 @@ def test_the_quickstart_runs_an_agent_loop() -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "calls 1-10: ran: pending"
-    assert lines[1].startswith("call 11: ran, and the result ends with: WARNING: poll_job")
+    assert lines[1].startswith(
+        "call 11: ran, and the result ends with: WARNING: the job is still running: poll_job"
+    )
     assert lines[2] == "calls 12-20: ran: pending"
     assert lines[3].startswith("calls 21-30: not run, the model reads: CRITICAL: loopwarden")
     assert re.fullmatch(r"call 31: the run is stopped by loopwarden \(\w+\)", lines[4])

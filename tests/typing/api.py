@@ -55,7 +55,7 @@ def build_guards(
     events: list[lw.LoopEvent] = []
 
     def alert(event: lw.LoopEvent) -> None:
-        assert_type(event.action, Literal["warn", "block", "stop", "abort"])
+        assert_type(event.action, Literal["warn", "block", "stop", "abort", "resume"])
         assert_type(event.level, Literal["warning", "critical"])
         assert_type(event.tool, str)
         assert_type(event.count, int)
@@ -127,6 +127,13 @@ def stopped(run: lw.RunGuard) -> dict[str, object] | None:
         return stop.to_dict()
     except lw.LoopAbort as abort:  # CompactionLoopPersisted too
         assert_type(abort.message, str)
+        report = abort.report
+        assert_type(report, lw.StopReport | None)
+        if report is not None and abort.askable:
+            assert_type(report.summary(), str)
+            assert_type(report.saved_turns, int | None)
+            decision = run.resume(abort, "continue", note="try the other file")
+            assert_type(decision, lw.Decision)
     return None
 
 

@@ -29,6 +29,7 @@ SETTINGS = (
     ("outcomeProfiles", "outcome_profiles"),
     ("store", "store"),
     ("failMode", "fail_mode"),
+    ("onStop", "on_stop"),
     ("runRecord", "run_record"),
     ("logParams", "log_params"),
     ("stateTtlSeconds", "state_ttl_seconds"),

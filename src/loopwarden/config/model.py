@@ -55,6 +55,7 @@ SETTINGS_KEYS = (  # the rules' own sections come from the registered rules
     "waitSeconds",
     "store",
     "failMode",
+    "onStop",
     "runRecord",
     "logParams",
     "stateTtlSeconds",
@@ -295,6 +296,9 @@ class Settings:
     """``store``: state store URL (``memory://``, ``sqlite:///path``, ``redis://...``)."""
     fail_mode: Literal["open", "closed"] = "open"
     """``failMode``: on an internal error allow the call (open) or block it (closed)."""
+    on_stop: Literal["answer", "raise", "ask"] | None = None
+    """``onStop``: what a stop does — end with a last answer without tools (``answer``),
+    raise (``raise``), or ask a person (``ask``); ``None``: each host's default."""
     run_record: str | None = None
     """``runRecord``: path of a JSONL file that records calls, outcomes and guard events."""
     log_params: bool = False

@@ -41,6 +41,14 @@ __all__ = [
 ]
 
 
+def _close_value(value: object, allowed: Iterable[str]) -> str:
+    """``; did you mean 'x'?`` for a string close to one of ``allowed``, else nothing."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value.lower(), list(allowed), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _suggest(key: str, allowed: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else "."
@@ -316,6 +324,17 @@ def validate_settings(value: Any, issues: list[ConfigIssue]) -> Settings:
             else:
                 issues.append(
                     ConfigIssue(format_path(sub), f"expected 'open' or 'closed', got {item!r}")
+                )
+        elif key == "onStop":
+            if item in ("answer", "raise", "ask"):
+                kwargs["on_stop"] = item
+            else:
+                issues.append(
+                    ConfigIssue(
+                        format_path(sub),
+                        f"expected 'answer', 'raise' or 'ask', got {item!r}"
+                        + _close_value(item, ("answer", "raise", "ask")),
+                    )
                 )
         elif key == "logParams":
             checked = _bool(item, sub, issues)

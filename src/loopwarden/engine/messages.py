@@ -22,6 +22,7 @@ __all__ = [
     "known_poll",
     "missing_tool",
     "ping_pong",
+    "poll_wait",
     "unknown_tool",
     "unknown_tool_stop",
     "unregistered_tool",
@@ -69,6 +70,32 @@ def known_poll(tool: str, count: int, critical: bool) -> str:
         f"WARNING: {tool} has been polled {count} times with identical arguments and no "
         "progress in its result. Wait longer between checks, or report the task as failed "
         "if the process looks stuck."
+    )
+
+
+def poll_wait(
+    tool: str, count: int, critical: bool, elapsed: str | None, interval: float, wait: int
+) -> str:
+    """A poll of a job whose result keeps saying it is still running: the job's time so far
+    (``elapsed`` in words; ``None`` when no time has passed on the guard's clock) and the wait
+    to take."""
+    every = f" (about every {interval:.0f} s)" if interval >= 1 else ""
+    if critical:
+        after = f" after at least {elapsed}" if elapsed else ""
+        return (
+            f"CRITICAL: loopwarden blocked this call: the job is still running{after}, and "
+            f"{tool} has been polled {count} times{every} with no change in its result. This "
+            "poll will be refused from now on. Wait for the job in a single step instead (for "
+            f"example `sleep {wait}` followed by the check in one command, or a command that "
+            "waits until the job ends), do something else meanwhile, or tell the user that the "
+            "job is taking long."
+        )
+    over = f" over {elapsed}" if elapsed else ""
+    return (
+        f"WARNING: the job is still running: {tool} has been polled {count} times{over}{every}, "
+        "and its result has not changed. Polling again at once will not make it finish "
+        f"sooner: wait {wait} s before checking again (for example `sleep {wait}` before the "
+        "next check), or do something else meanwhile."
     )
 
 

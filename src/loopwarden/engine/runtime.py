@@ -37,9 +37,19 @@ from ..hashing import Outcome, error_text, failed, is_wait_command, masked_hash
 from ..profiles.volatile import error_excerpt
 from . import messages
 from .compaction import COMPACTION_LOOP_PERSISTED, LogLine
-from .detectors import UNKNOWN_TOOL_REPEAT, Call, Detection, Observed, Plan, Trigger, Verdict
+from .detectors import (
+    UNKNOWN_TOOL_REPEAT,
+    Call,
+    Detection,
+    Observed,
+    Plan,
+    Trigger,
+    Verdict,
+    is_poll_name,
+)
 from .state import MAX_MASKED, RunState, Stop
-from .window import RECENT_CALLS
+from .waits import track_wait
+from .window import RECENT_CALLS, RunWindow
 
 if TYPE_CHECKING:
     from ..profiles import ProfileRegistry
@@ -57,6 +67,7 @@ __all__ = [
     "compacted",
     "decide",
     "observe",
+    "resume",
 ]
 
 Action = Literal["allow", "warn", "block"]
@@ -127,6 +138,8 @@ class Step(NamedTuple):
     """A line for the ``loopwarden`` logger."""
     outcome_hash: str | None = None
     """:func:`after`: the hash recorded when it is not the raw one (volatile counters masked)."""
+    tally: tuple[int, int] | None = None
+    """With a stop: the run's calls and refused calls so far (for the stop's report)."""
 
 
 # The common answers, built once: most calls allocate no Step at all.
@@ -209,6 +222,7 @@ def before(st: RunState, call: Call, now: float) -> Step:
     first = not st.started
     st.started = True
     st.updated = now
+    st.calls += 1
     key = call.key
     if st.blocked:
         # A new call under a call id that was blocked before (callers need not
@@ -217,10 +231,15 @@ def before(st: RunState, call: Call, now: float) -> Step:
     stopped = st.stopped
     if stopped is not None:  # refuse every call of a stopped run the same way
         st.mark_blocked(key)
+        st.refused += 1
         return Step(
-            Decision("block", stopped.message or messages.RUN_STOPPED), None, stopped, first
+            Decision("block", stopped.message or messages.RUN_STOPPED),
+            None,
+            stopped,
+            first,
+            tally=(st.calls, st.refused),
         )
-    if call.poll and st.plan.own:
+    if call.poll:
         st.note_poll(call.sig)
     det = decide(st, call)
     if det is not None and det.level == "critical":
@@ -240,6 +259,7 @@ def _block(st: RunState, call: Call, det: Detection, first: bool, now: float) ->
     repeated = st.veto_outcome(sig, det)
     st.window.add(tool, sig, call.call_id, repeated, det.unknown_tool_name, now, True)
     st.mark_blocked(call.key)
+    st.refused += 1
     if det.detector != UNKNOWN_TOOL_REPEAT:
         st.blocks += 1
     failing = tool == st.failed_tool
@@ -248,10 +268,14 @@ def _block(st: RunState, call: Call, det: Detection, first: bool, now: float) ->
     if verdict is not None and verdict.stop is not None:
         ended = verdict.stop
         stop = st.stopped = Stop(tool, ended.count, ended.detector, ended.message)
-        return Step(Decision("block", ended.message, ended), "abort", stop, first, log=log)
+        tally = (st.calls, st.refused)
+        return Step(
+            Decision("block", ended.message, ended), "abort", stop, first, log=log, tally=tally
+        )
     if det.stop:
         stop = st.stopped = Stop(tool, det.count, det.detector, det.log_message or det.message)
-        return Step(Decision("block", det.message, det), "stop", stop, first, log=log)
+        tally = (st.calls, st.refused)
+        return Step(Decision("block", det.message, det), "stop", stop, first, log=log, tally=tally)
     return Step(Decision("block", det.message, det), "block", None, first, log=log)
 
 
@@ -331,6 +355,13 @@ def after(st: RunState, done: Done, now: float) -> Step:
             masked = None
         else:
             result_hash = masked
+    # A poll of a job that still runs: its timing words the poll's warning and block.
+    if sourced and (
+        (st.polls and sig in st.polls)
+        or (sig in st.waits if st.waits else False)
+        or (stats is not None and stats.latest == result_hash and is_poll_name(tool))
+    ):
+        track_wait(st, sig, result, done.error, now)
     unknown = outcome.unknown_tool_name
     rec = window.complete_pending(sig, call_id, result_hash, unknown)
     if rec is None:
@@ -374,7 +405,14 @@ def after(st: RunState, done: Done, now: float) -> Step:
         if ended is not None:
             stop = st.stopped = Stop(tool, ended.count, ended.detector, ended.message)
             event: EventAction = "abort" if ended.detector == COMPACTION_LOOP_PERSISTED else "stop"
-            return Step(event=event, stop=stop, note=note, log=verdict.log, outcome_hash=masked)
+            return Step(
+                event=event,
+                stop=stop,
+                note=note,
+                log=verdict.log,
+                outcome_hash=masked,
+                tally=(st.calls, st.refused),
+            )
         if verdict.log is not None:
             return Step(note=note, log=verdict.log, outcome_hash=masked)
     if masked is not None:
@@ -391,3 +429,40 @@ def compacted(st: RunState) -> LogLine | None:
         if found is not None:
             line = found
     return line
+
+
+def resume(st: RunState, choice: str, key: str | None) -> Stop | None:
+    """A person answered the stop of this run (``onStop: ask``); returns the stop that
+    stands (``choice == "stop"``, or a stop no person may lift) or ``None``.
+
+    ``allow_once``: the refused call (``key``) may run once; its outcome is recorded like
+    any other, and the rules keep their counts, so the next repeat stops the run again.
+    ``continue``: the run goes on from a clean slate (the window, every rule's state and
+    the warnings delivered are forgotten; the post-compaction guard keeps its window), so
+    a loop the model falls back into is caught again from the start.
+    """
+    stopped = st.stopped
+    if stopped is None:
+        return None
+    if choice == "stop" or stopped.code == COMPACTION_LOOP_PERSISTED:
+        return stopped
+    st.stopped = None
+    st.blocks = 0
+    if choice == "allow_once":
+        if key is not None:
+            st.blocked.pop(key, None)
+        return None
+    st.window = RunWindow(st.window.capacity)
+    st.detectors = dets = st.plan.fresh()
+    st.observers = tuple(dets[i].observe for i in st.plan.observers)
+    st.failure_observers = tuple(dets[i].observe for i in st.plan.failure_observers)
+    st.checks.clear()
+    st.buckets.clear()
+    st.notes.clear()
+    st.blocked.clear()
+    st.masked.clear()
+    st.waits.clear()
+    st.polls.clear()
+    st.miss_name, st.miss_count = None, 0
+    st.failed_tool = None
+    return None

@@ -35,6 +35,8 @@ MAX_MASKED = 64
 """Raw outcome hashes whose masked hash is remembered (in memory only, a cache)."""
 MAX_POLL_SIGS = 16
 """Poll call signatures remembered per run."""
+MAX_WAITS = 16
+"""Polls of a running job whose timing is kept per run."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class RunState:
         "blocked",
         "blocks",
         "buckets",
+        "calls",
         "checks",
         "detached",
         "detectors",
@@ -93,9 +96,11 @@ class RunState:
         "observers",
         "plan",
         "polls",
+        "refused",
         "started",
         "stopped",
         "updated",
+        "waits",
         "window",
     )
 
@@ -132,6 +137,13 @@ class RunState:
         tool keep it)."""
         self.polls: list[str] = []
         """Signatures of the run's recent known-poll calls (waits, not spins)."""
+        self.calls = 0
+        """Calls the run asked for (blocked and refused ones included)."""
+        self.refused = 0
+        """Calls the guard did not let run: blocks, and calls of a stopped run."""
+        self.waits: dict[str, list[float]] = {}
+        """Poll signature -> [first, newest, polls] while its result says the job still runs
+        (at most ``MAX_WAITS``): for the wait-specific wording of a poll's warning and block."""
         self.masked: dict[tuple[str, str], str] = {}
         """(tool, raw outcome hash) -> masked hash; a cache, rebuilt after a reload."""
         self.updated = updated
@@ -207,6 +219,8 @@ class RunState:
                 "k": self.blocks,
                 "f": self.failed_tool,
                 "p": self.polls,
+                "c": [self.calls, self.refused],
+                "w": list(self.waits.items()),
                 "d": {det.name: det.dump() for det in self.detectors if det.stateful},
             }
         )
@@ -234,6 +248,11 @@ class RunState:
         state.blocks = int(raw["k"])
         state.failed_tool = raw["f"]
         state.polls = [str(p) for p in raw["p"]][-MAX_POLL_SIGS:]
+        # Absent in states written before they were counted.
+        tally = raw.get("c")
+        if tally:
+            state.calls, state.refused = int(tally[0]), int(tally[1])
+        state.waits = {str(s): [float(x) for x in w] for s, w in raw.get("w", ())[-MAX_WAITS:]}
         kept = raw["d"]
         for det in state.detectors:
             if det.stateful and det.name in kept:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from .. import messages
 from ..compaction import COMPACTION_LOOP_PERSISTED
+from ..waits import duration, wait_of
 from .base import Call, Detection, Detector, Observed, Threshold, Trigger, Verdict
 
 if TYPE_CHECKING:
@@ -44,6 +45,18 @@ GENERIC_REPEAT = "generic_repeat"
 
 
 _BLOCK = "tools.loopDetection"
+
+
+def _poll_text(st: RunState, sig: str, tool: str, count: int, critical: bool) -> str | None:
+    """The wording for polls of a job whose result says it is still running (``None``:
+    the call is not such a poll)."""
+    if not st.waits:
+        return None
+    wait = wait_of(st, sig)
+    if wait is None:
+        return None
+    elapsed = duration(wait.elapsed) if wait.elapsed >= 1 else None
+    return messages.poll_wait(tool, count, critical, elapsed, wait.interval, wait.suggest)
 
 
 class _Rolling(Detector):
@@ -235,7 +248,8 @@ class KnownPollNoProgress(_Rolling):
             "critical" if critical else "warning",
             KNOWN_POLL_NO_PROGRESS,
             streak,
-            messages.known_poll(tool, streak, critical),
+            _poll_text(st, call.sig, tool, streak, critical)
+            or messages.known_poll(tool, streak, critical),
             f"poll:{tool}:{call.sig}:{latest or 'none'}",
             tool_name=tool,
             latest_result_hash=latest,
@@ -320,7 +334,8 @@ class GenericRepeat(_Rolling):
             "critical" if critical else "warning",
             GENERIC_REPEAT,
             count,
-            messages.generic_repeat(tool, count, critical),
+            _poll_text(st, call.sig, tool, count, critical)
+            or messages.generic_repeat(tool, count, critical),
             # A block is keyed by the outcome it repeats; a warning by the call.
             f"generic:{tool}:{call.sig}:{latest or 'none'}"
             if critical
