@@ -20,7 +20,10 @@ SMALL = {
         }
     }
 }
-WARNING = "WARNING: poll_status has been called"
+# A poll whose result says the job is still running ("pending") gets the wait wording;
+# other repeated results ("3% done", errors) the plain one.
+WARNING = "WARNING: the job is still running: poll_status has been polled"
+REPEATED = "WARNING: poll_status has been called"
 BLOCKED = "CRITICAL: loopwarden blocked this call"
 
 

@@ -87,7 +87,9 @@ async def test_dict_result_gets_the_warning_as_a_text_part(events: Events) -> No
     got = answers(model)
     parts = got["c3"].result.parts
     assert [getattr(p, "data", None) for p in parts[:1]] == [{"job": "42", "status": "pending"}]
-    assert parts[1].content.startswith("WARNING: job_status has been called 3 times")
+    assert parts[1].content.startswith(
+        "WARNING: the job is still running: job_status has been polled 3 times"
+    )
     assert len(got["c2"].result.parts) == 1
     assert events.actions() == ["warn"]
 

@@ -34,7 +34,7 @@ from workflows import Context
 import loopwarden as lw
 from loopwarden.integrations.llamaindex import LoopGuardForLlamaIndex
 from tests._snippets import snippet
-from tests.integrations._shared import BLOCKED, SMALL, WARNING, Counter, Events
+from tests.integrations._shared import BLOCKED, REPEATED, SMALL, WARNING, Counter, Events
 
 Step = Callable[[int], "list[tuple[str, dict[str, Any], str]] | str"]
 
@@ -149,7 +149,7 @@ async def test_failing_tool_is_warned_then_blocked(counter: Counter, events: Eve
         await agent.run(user_msg="Is job 42 done?", max_iterations=50)
     got = model.answers()
     assert got["c0"] == "connection refused"
-    assert got["c3"].startswith("connection refused\n\n" + WARNING)
+    assert got["c3"].startswith("connection refused\n\n" + REPEATED)
     assert got["c5"].startswith(BLOCKED)
     assert len(counter.runs) == 5
     assert events.actions() == ["warn", "block", "block", "stop"]

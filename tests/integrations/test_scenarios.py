@@ -21,6 +21,7 @@ from tests.integrations._drivers_more import AG2, AG2OpenAI, CrewAI
 from tests.integrations._drivers_smolagents_llamaindex import LLAMAINDEX_DRIVERS, SMOLAGENTS_DRIVERS
 from tests.integrations._shared import (
     BLOCKED,
+    REPEATED,
     SMALL,
     WARNING,
     Events,
@@ -108,12 +109,12 @@ def test_stuck_agent_with_the_default_thresholds(driver: Driver) -> None:
     assert [n + 1 for n, text in enumerate(got) if text.startswith(BLOCKED)] == list(range(21, 31))
     # The texts the docs quote.
     assert got[10].startswith(
-        "pending\n\nWARNING: poll_status has been called 10 times in this run with "
-        "identical arguments."
+        "pending\n\nWARNING: the job is still running: poll_status has been polled 10 times, "
+        "and its result has not changed."
     )
     assert got[20].startswith(
-        "CRITICAL: loopwarden blocked this call: poll_status was called 20 times in a row "
-        "with identical arguments"
+        "CRITICAL: loopwarden blocked this call: the job is still running, and poll_status "
+        "has been polled 20 times with no change in its result."
     )
     assert result.model_calls == 31
 
@@ -130,7 +131,7 @@ def test_progress_is_never_blocked(driver: Driver, events: Events) -> None:
 
     assert result.stop is None and result.final == "done"
     assert len(ran) == 35
-    warned = [n + 1 for n in range(35) if WARNING in result.answers[f"c{n}"]]
+    warned = [n + 1 for n in range(35) if REPEATED in result.answers[f"c{n}"]]
     assert warned == [11, 21, 31]
     assert events.actions() == ["warn"] * 3
     assert not any(BLOCKED in text for text in result.answers.values())

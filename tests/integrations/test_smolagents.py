@@ -30,7 +30,7 @@ import loopwarden as lw
 from loopwarden.integrations.smolagents import LoopGuardForSmolagents
 from tests._snippets import snippet
 from tests.integrations._chatserver import ChatServer
-from tests.integrations._shared import BLOCKED, SMALL, WARNING, Counter, Events
+from tests.integrations._shared import BLOCKED, REPEATED, SMALL, WARNING, Counter, Events
 
 Reply = Callable[[int, dict[str, Any]], dict[str, Any]]
 CODE_CONFIG = {  # warningThreshold 4: two interleaved tools at 3 already look like a ping-pong
@@ -189,10 +189,10 @@ def test_failing_tool_is_warned_then_blocked(counter: Counter, events: Events) -
     with model_for(reply) as (model, server), pytest.raises(lw.CircuitBreakerTripped):
         adapter.protect(tool_agent(model, [tool])).run("go")
     got = sent(server)
-    assert "connection refused" in got[0] and WARNING not in got[0]
+    assert "connection refused" in got[0] and REPEATED not in got[0]
     # smolagents sends consecutive failed steps as one user message: read the newest part.
     warned = got[3][got[3].rindex("Observation:\n") :]
-    assert warned.startswith("Observation:\n" + WARNING + " 3 times")
+    assert warned.startswith("Observation:\n" + REPEATED + " 3 times")
     assert warned.index("Error:\nError executing tool 'poll_status'") > 0
     assert "connection refused" in warned
     assert got[5].startswith("Observation:\n" + BLOCKED)
@@ -359,9 +359,9 @@ def test_code_calls_in_one_step_are_each_guarded_and_paired(
     got = sent(server)
     assert got[4].startswith("Observation:\nExecution logs:\npending\nlog from 400: compiling\n")
     assert got[4].endswith(
-        "\n\n" + WARNING + " 4 times in this run with identical "
-        "arguments. If these calls are not moving the task forward, change your approach or "
-        "report that the task cannot be completed."
+        "\n\n" + WARNING + " 4 times, and its result has not changed. Polling again at once "
+        "will not make it finish sooner: wait 30 s before checking again (for example "
+        "`sleep 30` before the next check), or do something else meanwhile."
     )
     assert "due to: ToolCallBlocked: " + BLOCKED in got[6]
 
@@ -400,7 +400,10 @@ def test_every_call_of_a_loop_inside_the_code_is_guarded(counter: Counter, event
     first = sent(server)[0]
     assert first.startswith("Observation:\nExecution logs:\n" + "pending\n" * 5)
     assert first.count(WARNING + " 3 times") == 1
-    assert "due to: ToolCallBlocked: " + BLOCKED + ": poll_status was called 5 times" in first
+    assert (
+        "due to: ToolCallBlocked: " + BLOCKED + ": the job is still running, and poll_status "
+        "has been polled 5 times" in first
+    )
     assert len(server.requests) == 3
     assert events.actions() == ["warn", "block", "block", "stop"]
 

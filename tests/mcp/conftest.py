@@ -38,7 +38,8 @@ SMALL: dict[str, Any] = {
         }
     }
 }
-WARNED = "WARNING: poll_status has been called"
+# A poll whose result says the job is still running ("pending") gets the wait wording.
+WARNED = "WARNING: the job is still running: poll_status has been polled"
 BLOCKED = "CRITICAL: loopwarden blocked this call"
 STOPPED = "loopwarden stopped this loop"
 UPSTREAM_TOOLS = {"poll_status", "counter", "fail", "rpc_fail", "add_tool"}

@@ -47,6 +47,10 @@ GENERIC_REPEAT = "generic_repeat"
 _BLOCK = "tools.loopDetection"
 
 
+_TIMED_AFTER = 10.0
+"""Seconds of polling before a poll's wording says how long the job has been polled."""
+
+
 def _poll_text(st: RunState, sig: str, tool: str, count: int, critical: bool) -> str | None:
     """The wording for polls of a job whose result says it is still running (``None``:
     the call is not such a poll)."""
@@ -55,7 +59,10 @@ def _poll_text(st: RunState, sig: str, tool: str, count: int, critical: bool) ->
     wait = wait_of(st, sig)
     if wait is None:
         return None
-    elapsed = duration(wait.elapsed) if wait.elapsed >= 1 else None
+    # A few seconds of polling say nothing about the job (and would make the text vary).
+    if wait.elapsed < _TIMED_AFTER:
+        return messages.poll_wait(tool, count, critical, None, 0.0, wait.suggest)
+    elapsed = duration(wait.elapsed)
     return messages.poll_wait(tool, count, critical, elapsed, wait.interval, wait.suggest)
 
 
