@@ -37,14 +37,15 @@ from .._base import require
 
 require("mcp", "mcp")
 
-from ._guarding import stop_text  # noqa: E402
 from ._middleware import MCPLoopGuardMiddleware  # noqa: E402
+from ._onstop import DEFAULT_ASK_TIMEOUT_SECONDS, stop_text  # noqa: E402
 from ._proxy import GuardedProxy  # noqa: E402
 from ._runs import DEFAULT_RUN_IDLE_SECONDS  # noqa: E402
 from ._stdio import DEFAULT_MAX_MESSAGE_BYTES  # noqa: E402
 from ._upstream import Upstream, UpstreamError  # noqa: E402
 
 __all__ = [
+    "DEFAULT_ASK_TIMEOUT_SECONDS",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_RUN_IDLE_SECONDS",
     "GuardedProxy",
