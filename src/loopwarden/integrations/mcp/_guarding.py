@@ -42,9 +42,9 @@ from ._runs import Question, RunTable, session_key
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-Answer = Any
-"""What the client gets instead of the call's own result: a ``CallToolResult``, an
-``InputRequiredResult`` (a question), or a withheld result as the host had it."""
+Answer = types.CallToolResult | types.InputRequiredResult
+"""What the client gets instead of the call's own result (an ``InputRequiredResult``:
+loopwarden's question about a stop)."""
 
 
 def error_result(text: str) -> types.CallToolResult:
@@ -208,14 +208,9 @@ class Guarding:
         run = question.run
         answer = await self._apply(run, session, question, reply)
         call_id = question.stop.call_id
-        if answer is not None:
-            return run, session, call_id, answer
-        if question.ran:  # the call had run: its result, withheld at the stop
-            if isinstance(question.withheld, MCPError):
-                raise question.withheld
-            return run, session, None, question.withheld
-        self.runs.hold(session, call_id)
-        return run, session, call_id, None
+        if answer is None:  # let run once more: forward it, as its first round was
+            self.runs.hold(session, call_id)
+        return run, session, call_id, answer
 
     async def after(
         self,
@@ -225,25 +220,16 @@ class Guarding:
         name: str,
         arguments: Any,
         call_id: str | None,
-        *,
-        withheld: Any = None,
         **outcome: Any,
     ) -> tuple[str | None, Answer | None]:
-        """Record an outcome; returns (note to append, answer replacing the result).
-
-        ``withheld`` is what the client gets for the call if its outcome stops the run
-        and a person lets it through on a 2026-07-28 retry.
-        """
+        """Record an outcome; returns (note to append, answer replacing the result)."""
         if run is None:
             return None, None
         try:
             return await run.aafter_call(name, arguments, call_id, **outcome), None
-        except LoopAbort as exc:
+        except LoopAbort as exc:  # only the post-compaction abort stops after a call ran
             self.runs.stop(session, exc)
-            answer = await self._stopped(
-                ctx, run, session, name, arguments, exc, ran=True, withheld=withheld
-            )
-            return None, answer
+            return None, self._final(ctx, exc, ran=True)
         finally:
             self.runs.leave(session, call_id)
 
@@ -260,7 +246,7 @@ class Guarding:
         """Record a JSON-RPC error as the outcome: the stop answer, or the error re-raised
         with the warning appended to its message."""
         note, stop = await self.after(
-            ctx, run, session, name, arguments, call_id, withheld=exc, error=exc.message
+            ctx, run, session, name, arguments, call_id, error=exc.message
         )
         if stop is not None:
             return stop
@@ -290,20 +276,15 @@ class Guarding:
         name: str,
         arguments: Any,
         exc: LoopAbort,
-        *,
-        ran: bool = False,
-        withheld: Any = None,
     ) -> Answer | None:
-        """What the client gets for a call the guard stopped (``None``: a person let it
-        run once more: forward it, or give its withheld result)."""
+        """What the client gets for a call the guard refused with a stop (``None``: a
+        person let it run once more: forward it)."""
         mode = self._mode(ctx)
         if mode != "ask" or not exc.askable or self.runs.question(session) is not None:
             # One question per stop: calls made meanwhile, or after the person left the
             # stop standing, are answered as under ``answer``.
-            return self._final(ctx, exc, ran=ran)
-        question = Question(
-            exc, run, self.guard.clock() + self.ask_timeout, withheld=withheld, ran=ran
-        )
+            return self._final(ctx, exc, ran=False)
+        question = Question(exc, run, self.guard.clock() + self.ask_timeout)
         report = report_of(exc)
         if embeds_questions(ctx):
             question.token = new_token()
@@ -339,7 +320,7 @@ class Guarding:
         except LoopAbort as exc:  # stop, decline, cancel, no answer: the run ends
             question.settled = True
             return answer_result(
-                report_of(exc), run_idle_seconds=self.runs.run_idle_seconds, ran=question.ran
+                report_of(exc), run_idle_seconds=self.runs.run_idle_seconds, ran=False
             )
         self.runs.ask(session, None)  # lifted: a later stop is asked about again
         if decision.blocked:

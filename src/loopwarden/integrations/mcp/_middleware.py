@@ -6,7 +6,7 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from mcp.shared.exceptions import MCPError
 
@@ -100,7 +100,7 @@ class MCPLoopGuardMiddleware:
         if checked is not None:
             run, session, call_id, answer = checked
             if answer is not None:
-                return cast("HandlerResult", answer)  # a result, or the withheld one
+                return answer
             # Let run once more: the server sees the call as it was first made.
             params = {k: v for k, v in raw.items() if k not in ("requestState", "inputResponses")}
             ctx = replace(ctx, params=params)
@@ -114,14 +114,11 @@ class MCPLoopGuardMiddleware:
         else:
             run, session, call_id, answer = await guarding.before(ctx, name, guard_args, tools)
             if answer is not None:
-                return cast("HandlerResult", answer)
+                return answer
         try:
             result = await call_next(ctx)
         except MCPError as exc:
-            answer = await guarding.after_rpc_error(
-                ctx, run, session, name, guard_args, call_id, exc
-            )
-            return cast("HandlerResult", answer)
+            return await guarding.after_rpc_error(ctx, run, session, name, guard_args, call_id, exc)
         except BaseException:
             guarding.runs.leave(session, call_id)
             raise
@@ -134,17 +131,10 @@ class MCPLoopGuardMiddleware:
                     waiting.pop(next(iter(waiting)))
             return result
         note, stop = await guarding.after(
-            ctx,
-            run,
-            session,
-            name,
-            guard_args,
-            call_id,
-            withheld=result,
-            result=wire_outcome_view(result),
+            ctx, run, session, name, guard_args, call_id, result=wire_outcome_view(result)
         )
         if stop is not None:
-            return cast("HandlerResult", stop)
+            return stop
         if note:
             content = result.get("content")
             blocks = list(content) if isinstance(content, list) else []

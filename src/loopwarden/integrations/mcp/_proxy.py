@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -311,48 +311,33 @@ class GuardedProxy:
             checked = await guarding.before(ctx, name, guard_args, self._tool_names)
         run, session, call_id, answer = checked
         if answer is not None:
-            return cast("_Result", answer)
+            return answer
         if route is None:
             text = f"Unknown tool: {name}"
-            unknown = error_result(text)
-            _, stop = await guarding.after(
-                ctx, run, session, name, guard_args, call_id, withheld=unknown, error=text
-            )
-            return cast("_Result", stop or unknown)
+            _, stop = await guarding.after(ctx, run, session, name, guard_args, call_id, error=text)
+            return stop or error_result(text)
         try:
             result = await route.link.client.call_tool(
                 route.name, arguments, progress_callback=_progress_relay(ctx)
             )
         except MCPError as exc:
-            answer = await guarding.after_rpc_error(
-                ctx, run, session, name, guard_args, call_id, exc
-            )
-            return cast("_Result", answer)
+            return await guarding.after_rpc_error(ctx, run, session, name, guard_args, call_id, exc)
         except Exception as exc:
             text = f"upstream {route.link.name} failed to run {route.name}: {reason(exc)}"
             logger.error("loopwarden mcp-proxy: %s", text)
-            failed = error_result(text)
             note, stop = await guarding.after(
-                ctx, run, session, name, guard_args, call_id, withheld=failed, error=text
+                ctx, run, session, name, guard_args, call_id, error=text
             )
-            return cast("_Result", stop or error_result(append_note(text, note)))
+            return stop or error_result(append_note(text, note))
         except BaseException:  # cancelled by the client: no outcome, but the call is over
             guarding.runs.leave(session, call_id)
             raise
-        result = own(result)
         note, stop = await guarding.after(
-            ctx,
-            run,
-            session,
-            name,
-            guard_args,
-            call_id,
-            withheld=result,
-            result=outcome_view(result),
+            ctx, run, session, name, guard_args, call_id, result=outcome_view(result)
         )
         if stop is not None:
-            return cast("_Result", stop)
-        return with_note(result, note)
+            return stop
+        return with_note(own(result), note)
 
 
 class _ProxyServer(Server[Any]):

@@ -76,9 +76,6 @@ class Question:
     """The ``requestState`` of a 2026-07-28 question (the answer comes with a retry)."""
     call: tuple[str, str] | None = None
     """(tool, arguments key) of the call the token answers."""
-    withheld: Any = None
-    """The result of a call that ran before the stop (given on ``allow_once``)."""
-    ran: bool = False
     settled: bool = False
     """The person left the stop standing: no more questions in this run."""
 
