@@ -26,9 +26,13 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
+from loopwarden import LoopGuard
+from loopwarden.integrations.mcp import GuardedProxy, MCPLoopGuardMiddleware, Upstream
 from loopwarden.stopping import StopReport, ask_question, final_answer_request, person_note
+from loopwarden.testing import FakeClock
 
 from .conftest import (
     LOOPWARDEN,
@@ -347,3 +351,167 @@ async def test_answer_over_streamable_http_for_a_client_without_elicitation(smal
             assert (report.calls, report.refused) == (7, 3)
             again = final_answer(await client.call_tool("counter", {}))
             assert again.run_id == report.run_id
+
+
+# -- from Python: GuardedProxy and MCPLoopGuardMiddleware, in-process -----------------
+def jobs_server(runs: list[str]) -> MCPServer:
+    """An MCP server whose ``poll_status`` records each time it really runs."""
+    server = MCPServer("jobs")
+
+    @server.tool()
+    def poll_status(job: str) -> str:
+        """Report the status of a job (this one never finishes)."""
+        runs.append(job)
+        return f"job {job}: pending"
+
+    @server.tool()
+    def counter() -> str:
+        """Count the calls that really ran."""
+        runs.append("counter")
+        return f"progress {len(runs)}"
+
+    return server
+
+
+async def test_no_tool_runs_once_the_run_is_stopped():
+    """``answer``: neither the stopped call nor any later call of the run reaches the
+    upstream server."""
+    runs: list[str] = []
+    async with (
+        GuardedProxy([Upstream(jobs_server(runs))], SMALL, on_stop="answer") as proxy,
+        Client(proxy.server, elicitation_callback=Person()) as client,
+    ):
+        final_answer(await until_stopped(client.call_tool))
+        assert runs == ["7"] * 4  # calls 1-4 ran; 5-6 were blocked, 7 stopped
+        for name, args in (LOOP, ("counter", {}), LOOP):
+            final_answer(await client.call_tool(name, args))
+        assert runs == ["7"] * 4
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_middleware_asks_and_allow_once_runs_the_tool(mode: str):
+    """``MCPLoopGuardMiddleware(on_stop="ask")`` in the server itself, both eras: allow
+    once runs the tool body once more, continue gives the note, stop ends the run."""
+    runs: list[str] = []
+    server = jobs_server(runs)
+    server.middleware.append(MCPLoopGuardMiddleware(SMALL, server=server, on_stop="ask"))
+    person = Person(*STORY)
+    async with Client(server, mode=mode, elicitation_callback=person) as client:
+        allowed = await until_asked(client.call_tool, person)
+        assert texts(allowed) == PENDING and runs == ["7"] * 5
+        check_question(person.asked[0], FIRST_STOP)
+        noted = await client.call_tool(*LOOP)
+        assert texts(noted) == [person_note("check job 8 instead")] and len(runs) == 5
+        final_answer(await until_asked(client.call_tool, person))
+        final_answer(await client.call_tool("counter", {}))
+    assert "counter" not in runs
+
+
+async def test_middleware_raise_is_a_json_rpc_error():
+    """``on_stop="raise"`` in the middleware: the client's ``call_tool`` raises the stop."""
+    server = jobs_server([])
+    server.middleware.append(MCPLoopGuardMiddleware(SMALL, server=server, on_stop="raise"))
+    async with Client(server) as client:
+        for _ in range(6):
+            await client.call_tool(*LOOP)
+        with pytest.raises(MCPError) as stop:
+            await client.call_tool(*LOOP)
+    assert stop.value.code == -32070
+    assert stop.value.data["loopwarden"]["summary"] == FIRST_STOP.summary()
+
+
+async def test_an_answer_after_the_ask_timeout_ends_the_run():
+    """2026 client: an answer that comes back after ``ask_timeout`` (on the guard's clock)
+    does not count: the run ends as under ``answer``, and nobody is asked again."""
+    clock = FakeClock()
+    guard = LoopGuard(SMALL, clock=clock)
+
+    async def late(context: Any, params: Any) -> types.ElicitResult:
+        clock.advance(31)
+        return types.ElicitResult(action="accept", content={"choice": "allow_once"})
+
+    runs: list[str] = []
+    async with (
+        GuardedProxy([Upstream(jobs_server(runs))], guard, ask_timeout=30) as proxy,
+        Client(proxy.server, elicitation_callback=late) as client,
+    ):
+        final_answer(await until_stopped(client.call_tool))
+        final_answer(await client.call_tool(*LOOP))
+    assert len(runs) == 4
+
+
+async def test_a_call_made_while_a_question_is_open_is_answered_at_once():
+    """2025 client: while the person is being asked about the stop, another call of the
+    same run is answered as under ``answer`` (it neither waits nor asks again); the
+    person's later allow once still lets the asked call run."""
+    released = anyio.Event()
+    asked: list[str] = []
+
+    async def slow(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        await released.wait()
+        return types.ElicitResult(action="accept", content={"choice": "allow_once"})
+
+    runs: list[str] = []
+    async with (
+        GuardedProxy([Upstream(jobs_server(runs))], SMALL) as proxy,
+        Client(proxy.server, mode="legacy", elicitation_callback=slow) as client,
+    ):
+        for _ in range(6):
+            await client.call_tool(*LOOP)
+        outcome: list[types.CallToolResult] = []
+
+        async def asked_call() -> None:
+            outcome.append(await client.call_tool(*LOOP))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(asked_call)
+            with anyio.fail_after(30):
+                while not asked:
+                    await anyio.sleep(0.01)
+            final_answer(await client.call_tool("counter", {}))
+            released.set()
+        assert texts(outcome[0]) == PENDING
+    assert len(asked) == 1 and runs == ["7"] * 5
+
+
+async def test_a_stale_or_foreign_request_state_is_checked_as_a_new_call():
+    """A retry whose ``requestState`` is not the open question's (forged, replayed, or
+    for other arguments) is never taken as a person's answer."""
+    runs: list[str] = []
+    async with (
+        GuardedProxy([Upstream(jobs_server(runs))], SMALL) as proxy,
+        Client(proxy.server, elicitation_callback=Person()) as client,
+    ):
+        for _ in range(6):
+            await client.call_tool(*LOOP)
+        first = await client.session.call_tool(*LOOP, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        token = first.request_state
+        assert token is not None and token.startswith("loopwarden-ask.")
+        yes = {"loopwarden": types.ElicitResult(action="accept", content={"choice": "allow_once"})}
+        for name, args, state in (
+            (*LOOP, token + "0"),  # forged
+            ("poll_status", {"job": "8"}, token),  # another call
+        ):
+            again = await client.session.call_tool(
+                name, args, input_responses=yes, request_state=state
+            )
+            final_answer(again)  # a new call of the stopped run, not the answer
+        answered = await client.session.call_tool(*LOOP, input_responses=yes, request_state=token)
+        assert texts(answered) == PENDING  # the open question's own retry counts
+        # Replayed, the spent token is a new call: the repeat is stopped, and asked anew.
+        replayed = await client.session.call_tool(
+            *LOOP, input_responses=yes, request_state=token, allow_input_required=True
+        )
+        assert isinstance(replayed, types.InputRequiredResult)
+        assert replayed.request_state not in (None, token)
+    assert runs == ["7"] * 5
+
+
+def test_bad_settings_are_refused_clearly():
+    """A misspelt ``on_stop`` or a non-positive ``ask_timeout`` is a ``ValueError``."""
+    with pytest.raises(ValueError, match="on_stop must be 'answer', 'raise' or 'ask'"):
+        MCPLoopGuardMiddleware(SMALL, on_stop="ansewr")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="ask_timeout must be positive"):
+        GuardedProxy([Upstream(jobs_server([]))], SMALL, ask_timeout=0)

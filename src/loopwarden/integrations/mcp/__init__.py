@@ -15,8 +15,9 @@ through the runtime guard first::
 What the model sees: a warning is appended to the tool result as an extra text
 block; a blocked call is not forwarded and is answered with an ``isError``
 result that says why; when the circuit breaker stops the run, the call (and
-every later call of that run) is answered with an ``isError`` result saying
-the loop was stopped.
+every later call of that run) gets what ``on_stop`` says: a last result telling
+the model to write its final answer (``answer``), a JSON-RPC error (``raise``),
+or a question to the person through MCP elicitation (``ask``).
 
 Layout (all private but this module):
 
@@ -25,6 +26,7 @@ Layout (all private but this module):
 * ``_upstream``: :class:`Upstream`, connecting to one, describing its failures;
 * ``_changes``: forwarding the upstreams' list-changed notifications;
 * ``_guarding``: the guard around one ``tools/call``, shared by proxy and middleware;
+* ``_onstop``: what a stop answers (``onStop``), and the question put to a person;
 * ``_middleware``: :class:`MCPLoopGuardMiddleware` for your own ``MCPServer``;
 * ``_runs``: which session a request belongs to, and each session's current run;
 * ``_stdio`` (with ``_lines``, the bound on a message line), ``_http``: serving
