@@ -492,6 +492,7 @@ async def test_a_stale_or_foreign_request_state_is_checked_as_a_new_call():
         yes = {"loopwarden": types.ElicitResult(action="accept", content={"choice": "allow_once"})}
         for name, args, state in (
             (*LOOP, token + "0"),  # forged
+            (*LOOP, token[:-1] + "é"),  # forged, not ASCII
             ("poll_status", {"job": "8"}, token),  # another call
         ):
             again = await client.session.call_tool(

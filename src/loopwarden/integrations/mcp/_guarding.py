@@ -198,7 +198,7 @@ class Guarding:
             question is None
             or question.token is None
             or question.settled
-            or not hmac.compare_digest(question.token, state)
+            or not hmac.compare_digest(question.token.encode(), _utf8(state))
             or question.call != (name, args_key(arguments))
         ):
             return None
@@ -326,3 +326,8 @@ class Guarding:
         if decision.blocked:
             return note_result(decision.message or "")
         return None
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` as bytes, whatever it holds (a client's lone surrogates included)."""
+    return text.encode("utf-8", "surrogatepass")
