@@ -188,8 +188,8 @@ async def test_ask_over_stdio_with_a_2026_client(small: str):
 
 
 async def test_ask_is_the_default_over_stdio_for_a_handshake_client(small: str):
-    """No onStop anywhere, stdio, a 2025 ``ClientSession`` that declared elicitation: the
-    proxy asks with ``elicitation/create`` mid-call, and each answer does what it says."""
+    """With no onStop set, a 2025 ``ClientSession`` that declared elicitation is asked with
+    ``elicitation/create`` mid-call over stdio, and each answer does what it says."""
     person = Person(*STORY)
     params = proxy_params("--config", small)
     async with (
@@ -202,10 +202,9 @@ async def test_ask_is_the_default_over_stdio_for_a_handshake_client(small: str):
 
 
 async def test_decline_cancel_and_no_elicitation_end_the_run_with_the_answer(small: str):
-    """Declined (2026 client) or cancelled (2025 client), the stop stands: the run ends as
-    under ``answer``, and later calls are not asked about again. A client that did not
-    declare elicitation is never asked, even under ``--on-stop ask``: its stopped run ends
-    with the answer."""
+    """Declined (2026 client) or cancelled (2025 client), the stop stands and the run ends
+    as under ``answer`` with no further question, as it does, even under ``--on-stop ask``,
+    for a client that did not declare elicitation."""
 
     async def declined() -> None:
         person = Person("decline")
@@ -237,9 +236,9 @@ async def test_decline_cancel_and_no_elicitation_end_the_run_with_the_answer(sma
 
 
 async def test_raise_and_a_configured_answer(small: str, tmp_path: Path):
-    """``--on-stop raise``: the stop is a JSON-RPC error carrying the report. The config's
-    ``loopwarden.onStop: "answer"`` wins over the default: a client that could be asked
-    gets the answer instead."""
+    """``--on-stop raise`` makes the stop a JSON-RPC error carrying the report, and the
+    config's ``loopwarden.onStop: "answer"`` wins over the default ``ask`` of a client that
+    could be asked."""
     answering = config(tmp_path, "answer", onStop="answer")
 
     async def raised() -> None:
@@ -299,9 +298,9 @@ def client_named(url: str, name: str, **options: Any) -> Client:
 
 async def test_ask_over_streamable_http_in_both_eras_and_nobody_waits(small: str):
     """Over streamable HTTP, a 2026 client (``input_required``) and a 2025 session
-    (``elicitation/create`` on the call's stream) are each asked, and each answer does
-    what it says. While one person takes their time, other sessions are served, and a
-    question left unanswered past ``--ask-timeout`` ends that run as under ``answer``."""
+    (``elicitation/create`` on the call's stream) are each asked and each answer does what
+    it says, other sessions are served while a person takes their time, and a question
+    left unanswered past ``--ask-timeout`` ends that run as under ``answer``."""
     with http_proxy("--config", small, "--ask-timeout", "2") as url:
         modern, legacy = Person(*STORY), Person(*STORY)
         async with client_named(url, "modern-agent", elicitation_callback=modern) as client:
