@@ -261,10 +261,17 @@ class Guarding:
             person = False
         return choose_on_stop(self.on_stop, self.guard.config.settings.on_stop, person=person)
 
-    def _final(self, ctx: ServerRequestContext[Any, Any], exc: LoopAbort, *, ran: bool) -> Answer:
+    def _final(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        exc: LoopAbort,
+        *,
+        ran: bool,
+        mode: OnStop | None = None,
+    ) -> Answer:
         """The stop as ``answer`` has it (or raised, under ``raise``), never asked."""
         idle = self.runs.run_idle_seconds
-        if self._mode(ctx) == "raise":
+        if (mode or self._mode(ctx)) == "raise":
             raise stop_error(exc, run_idle_seconds=idle, ran=ran)
         return answer_result(report_of(exc), run_idle_seconds=idle, ran=ran)
 
@@ -283,7 +290,7 @@ class Guarding:
         if mode != "ask" or not exc.askable or self.runs.question(session) is not None:
             # One question per stop: calls made meanwhile, or after the person left the
             # stop standing, are answered as under ``answer``.
-            return self._final(ctx, exc, ran=False)
+            return self._final(ctx, exc, ran=False, mode=mode)
         question = Question(exc, run, self.guard.clock() + self.ask_timeout)
         report = report_of(exc)
         if embeds_questions(ctx):
@@ -296,7 +303,7 @@ class Guarding:
         self.runs.ask(session, question)
         message, schema = question_form(report)
         reply: types.ElicitResult | None = None
-        with anyio.move_on_after(self.ask_timeout):
+        with anyio.move_on_after(self.ask_timeout) as waited:
             try:
                 reply = await ctx.session.elicit_form(
                     message, schema, related_request_id=ctx.request_id
@@ -306,6 +313,11 @@ class Guarding:
                     "loopwarden: the MCP client could not ask the person about the stop (%s)",
                     type(error).__name__,
                 )
+        if waited.cancelled_caught:
+            logger.info(
+                "loopwarden: no answer to the stop within %g seconds; the run ends",
+                self.ask_timeout,
+            )
         return await self._apply(run, session, question, reply)
 
     async def _apply(
