@@ -255,7 +255,7 @@ async def guard_work(calls: int, rounds: int) -> dict[str, float]:
                 args = {"job": str(i)}
                 run_, session, call_id, _ = await guarding.before(ctx, "poll_status", args, tools)
                 view = outcome_view(result)
-                await guarding.after(run_, session, "poll_status", args, call_id, result=view)
+                await guarding.after(ctx, run_, session, "poll_status", args, call_id, result=view)
                 times.append(time.perf_counter() - begin)
             return times
 

@@ -24,6 +24,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
+import mcp_types as types
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -279,3 +280,106 @@ async def test_every_malformed_upstream_reply_gets_an_answer(tmp_path: Path, con
             still = await client.call_tool("echo", {"text": "after"})
         assert not still.is_error
     assert unanswered == []
+
+
+# -- a person's answer to a stop (onStop: ask) -------------------------------------------
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_persons_note_reaches_the_model_only(tmp_path: Path, mode: str) -> None:
+    """The note a person gives with *continue* (and the arguments of the loop) reach the
+    model, never the proxy's log at DEBUG nor its run record."""
+    secret = f"NOTE-{uuid.uuid4().hex}"
+    record = tmp_path / "run.jsonl"
+    config = tmp_path / "loopwarden.json"
+    config.write_text(json.dumps({**SMALL, "loopwarden": {"runRecord": str(record)}}))
+    log = tmp_path / "proxy.log"
+    asked: list[str] = []
+
+    async def person(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"choice": "continue", "note": secret})
+
+    options = ("--config", str(config), "--log-level", "debug", "--on-stop", "ask")
+    async with Client(proxied(log, *options), mode=mode, elicitation_callback=person) as client:
+        results = [await client.call_tool("poll", {"job": secret}) for _ in range(5)]
+    assert len(asked) == 1  # the 5th call reached the circuit breaker
+    assert secret in results[4].content[0].text  # type: ignore[union-attr]
+    assert "person answered the stop" in log.read_text()  # the resume event is logged...
+    assert not leaks(secret, log.read_bytes()), log.read_text()  # ...without the note
+    assert not leaks(secret, record.read_bytes())
+
+
+HOSTILE: dict[str, Any] = {
+    "not a choice": {"choice": "maybe"},
+    "a number": {"choice": 42},
+    "no choice": {"note": "go on"},
+    "no content": None,
+}
+
+
+@pytest.mark.parametrize("content", list(HOSTILE.values()), ids=list(HOSTILE))
+async def test_an_answer_that_is_no_choice_leaves_the_stop_standing(content: Any) -> None:
+    """An accepted elicitation whose content names none of the three answers (or has
+    none) ends the run as under ``answer``; the proxy answers, it does not fail."""
+    from mcp.server.mcpserver import MCPServer
+
+    from loopwarden.integrations.mcp import GuardedProxy
+
+    server = MCPServer("jobs")
+
+    @server.tool()
+    def poll(job: str) -> str:
+        return f"job {job}: queued"
+
+    asked: list[str] = []
+
+    async def person(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult.model_construct(action="accept", content=content)
+
+    async with (
+        GuardedProxy([server], SMALL) as proxy,
+        Client(proxy.server, mode="legacy", elicitation_callback=person) as client,
+    ):
+        results = [await client.call_tool("poll", {"job": "1"}) for _ in range(5)]
+    assert len(asked) == 1  # the 5th call is stopped and asked about
+    assert results[4].is_error and results[4].meta is not None
+    assert results[4].meta["loopwarden"]["code"] == "global_circuit_breaker"
+
+
+async def test_a_failing_elicitation_or_an_endless_note_is_handled() -> None:
+    """A client whose elicitation fails (its callback raises: a JSON-RPC error back) gets
+    the answer; a note of 100,000 characters reaches the model cut to 4,000."""
+    from mcp.server.mcpserver import MCPServer
+
+    from loopwarden.integrations.mcp import GuardedProxy
+
+    server = MCPServer("jobs")
+
+    @server.tool()
+    def poll(job: str) -> str:
+        return f"job {job}: queued"
+
+    asked: list[str] = []
+
+    async def broken(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        raise RuntimeError("the client's form crashed")
+
+    async def verbose(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(
+            action="accept", content={"choice": "continue", "note": "x" * 100_000}
+        )
+
+    async with (
+        GuardedProxy([server], SMALL) as proxy,
+        Client(proxy.server, mode="legacy", elicitation_callback=broken) as client,
+    ):
+        results = [await client.call_tool("poll", {"job": "1"}) for _ in range(5)]
+    assert len(asked) == 1 and results[4].meta is not None and "loopwarden" in results[4].meta
+    async with (
+        GuardedProxy([server], SMALL) as proxy,
+        Client(proxy.server, elicitation_callback=verbose) as client,  # 2026-07-28
+    ):
+        results = [await client.call_tool("poll", {"job": "2"}) for _ in range(5)]
+    text = results[4].content[0].text  # type: ignore[union-attr]
+    assert "x" * 4000 in text and "x" * 4001 not in text

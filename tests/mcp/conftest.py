@@ -38,10 +38,10 @@ SMALL: dict[str, Any] = {
         }
     }
 }
-# A poll whose result says the job is still running ("pending") gets the wait wording.
+# poll_status answers "job N: pending": its warnings and blocks are worded for a wait.
 WARNED = "WARNING: the job is still running: poll_status has been polled"
 BLOCKED = "CRITICAL: loopwarden blocked this call"
-STOPPED = "loopwarden stopped this loop"
+STOPPED = "loopwarden has stopped this run"  # the default onStop's answer (no elicitation)
 UPSTREAM_TOOLS = {"poll_status", "counter", "fail", "rpc_fail", "add_tool"}
 
 

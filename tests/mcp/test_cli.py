@@ -37,6 +37,8 @@ def test_bad_invocations_exit_with_a_clear_message(tmp_path: Path):
         ),
         "bad URL": (["--upstream", "ftp://example"], 2, "not an http(s) URL"),
         "port in use": (["--http", "--port", port, "--", *legacy], 1, "cannot listen on"),
+        "bad ask timeout": (["--ask-timeout", "0", "--", "x"], 2, "--ask-timeout must be positive"),
+        "bad on-stop": (["--on-stop", "ansewr", "--", "x"], 2, "'ansewr' is not one of"),
     }
     # Started together: each one is a Python process start, slow on this machine.
     procs = {

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 import loopwarden as lw
 from loopwarden.cli.mcp_proxy import mcp_proxy_command
 from loopwarden.integrations.mcp import GuardedProxy
+from loopwarden.stopping import person_note
 from tests._snippets import snippet
 
 from .conftest import BLOCKED, STOPPED, texts
@@ -67,6 +68,25 @@ async def test_what_the_model_sees_is_what_the_proxy_answers():
                     mode="json", by_alias=True, include={"content", "is_error"}, exclude_none=True
                 )
     assert seen == documented
+    # The stop's report rides the 31st result's _meta (the run id is random).
+    assert result.meta is not None
+    meta = json.loads(snippet("mcp-stop-meta"))
+    meta["loopwarden"]["run_id"] = result.meta["loopwarden"]["run_id"]
+    assert {"loopwarden": result.meta["loopwarden"]} == meta
+
+
+def test_ask_example_prints_what_the_docs_show():
+    """The ``on_stop="ask"`` example prints the documented question and answers, and the
+    page's quotes of the question and of the note the model reads are the real texts."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(snippet("mcp-python-ask"), {"__name__": "docs_example"})
+    printed = out.getvalue().strip()
+    assert printed == snippet("mcp-python-ask-output").strip()
+    assert snippet("mcp-ask-message").strip() in printed
+    assert snippet("mcp-ask-continue").strip() == person_note(
+        "Job 42 is stuck; check job 43 instead."
+    )
 
 
 @pytest.mark.parametrize("name", ["mcp-claude-desktop", "mcp-claude-code", "mcp-cursor"])

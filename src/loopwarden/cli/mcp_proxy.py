@@ -102,6 +102,23 @@ class _ProxyCommand(click.Command):
     help="Longest message accepted from the client; a longer one is refused with an error "
     "(default: 268435456, 256 MiB, for a stdin line; 4194304, 4 MiB, for an HTTP body).",
 )
+@click.option(
+    "--on-stop",
+    type=click.Choice(["answer", "raise", "ask"]),
+    default=None,
+    help="What a stop does: answer (a last result telling the model to write its final "
+    "answer), raise (a JSON-RPC error), ask (ask the person through MCP elicitation). "
+    "Default: the config's loopwarden.onStop, else ask for a client that declared "
+    "elicitation and answer for one that did not.",
+)
+@click.option(
+    "--ask-timeout",
+    type=float,
+    default=600.0,
+    metavar="SECONDS",
+    help="Time a person has to answer a stop (--on-stop ask); no answer ends the run "
+    "(default: 600).",
+)
 @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option(
     "--host", default="127.0.0.1", metavar="HOST", help="HTTP address (default: 127.0.0.1)."
@@ -145,6 +162,8 @@ def mcp_proxy_command(command: list[str], /, **options: Any) -> int:
         )
     if args.connect_timeout <= 0:
         raise UsageFailure(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
+    if not args.ask_timeout > 0:
+        raise UsageFailure(f"--ask-timeout must be positive, got {args.ask_timeout:g}")
     if args.max_message_bytes is not None and args.max_message_bytes <= 0:
         raise UsageFailure(f"--max-message-bytes must be positive, got {args.max_message_bytes}")
     if not 0 <= args.port <= 65535:
@@ -232,6 +251,8 @@ class _Options(NamedTuple):
     run_idle: float
     connect_timeout: float
     max_message_bytes: int | None
+    on_stop: str | None
+    ask_timeout: float
     http: bool
     host: str
     port: int
@@ -346,6 +367,8 @@ async def _serve(proxy_class: Any, args: _Options, upstreams: list[Any], guard: 
         prefix_tools=prefix,
         connect_timeout=args.connect_timeout,
         max_message_bytes=args.max_message_bytes,
+        on_stop=args.on_stop,
+        ask_timeout=args.ask_timeout,
     )
     log = logging.getLogger("loopwarden")
     stop = anyio.Event()

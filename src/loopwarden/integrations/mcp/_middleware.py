@@ -5,15 +5,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mcp.shared.exceptions import MCPError
 
 from ..._logging import logger
 from ...config import ConfigSource
-from ...guard import LoopGuard, RunGuard
+from ...guard import LoopGuard
+from ...stopping import OnStop
 from .._base import resolve_guard
 from ._guarding import Guarding, args_key, wire_outcome_view
+from ._onstop import DEFAULT_ASK_TIMEOUT_SECONDS
 from ._runs import DEFAULT_RUN_IDLE_SECONDS
 
 if TYPE_CHECKING:
@@ -36,6 +39,7 @@ class MCPLoopGuardMiddleware:
     ``tools`` are the registered tool names for the unknown-tool guard: a
     collection, or ``server=`` an ``MCPServer`` whose tools are listed (and
     listed again when a call names a tool that was not there before).
+    ``on_stop`` and ``ask_timeout`` are as for :class:`GuardedProxy`.
     """
 
     def __init__(
@@ -45,9 +49,13 @@ class MCPLoopGuardMiddleware:
         tools: Iterable[str] | None = None,
         server: MCPServer | None = None,
         run_idle_seconds: float | None = DEFAULT_RUN_IDLE_SECONDS,
+        on_stop: OnStop | None = None,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT_SECONDS,
     ) -> None:
         self.guard = resolve_guard(guard)
-        self._guarding = Guarding(self.guard, run_idle_seconds)
+        self._guarding = Guarding(
+            self.guard, run_idle_seconds, on_stop=on_stop, ask_timeout=ask_timeout
+        )
         self._tools: frozenset[str] | None = frozenset(tools) if tools is not None else None
         self._server = server
         self._listed = -math.inf
@@ -83,12 +91,25 @@ class MCPLoopGuardMiddleware:
         guarding = self._guarding
         tools = await self._tool_names(name)
         waiting_key: tuple[str, str, str] | None = None
-        if raw.get("requestState") is not None or raw.get("inputResponses") is not None:
+        state = raw.get("requestState")
+        checked = None
+        if state is not None:  # a person's answer to a stop, maybe
+            checked = await guarding.answered(
+                ctx, name, guard_args, state, raw.get("inputResponses")
+            )
+        if checked is not None:
+            run, session, call_id, answer = checked
+            if answer is not None:
+                return answer
+            # Let run once more: the server sees the call as it was first made.
+            params = {k: v for k, v in raw.items() if k not in ("requestState", "inputResponses")}
+            ctx = replace(ctx, params=params)
+        elif state is not None or raw.get("inputResponses") is not None:
             # A retry carrying the client's answers to an input request continues
             # the call checked in its first round: record its outcome, check nothing.
             session = guarding.session(ctx)
             waiting_key = (session, name, args_key(guard_args))
-            run: RunGuard | None = guarding.runs.enter(session, None, tools)[0]
+            run = guarding.runs.enter(session, None, tools)[0]
             call_id = self._waiting.pop(waiting_key, None)
         else:
             run, session, call_id, answer = await guarding.before(ctx, name, guard_args, tools)
@@ -97,7 +118,7 @@ class MCPLoopGuardMiddleware:
         try:
             result = await call_next(ctx)
         except MCPError as exc:
-            return await guarding.after_rpc_error(run, session, name, guard_args, call_id, exc)
+            return await guarding.after_rpc_error(ctx, run, session, name, guard_args, call_id, exc)
         except BaseException:
             guarding.runs.leave(session, call_id)
             raise
@@ -110,7 +131,7 @@ class MCPLoopGuardMiddleware:
                     waiting.pop(next(iter(waiting)))
             return result
         note, stop = await guarding.after(
-            run, session, name, guard_args, call_id, result=wire_outcome_view(result)
+            ctx, run, session, name, guard_args, call_id, result=wire_outcome_view(result)
         )
         if stop is not None:
             return stop

@@ -23,10 +23,12 @@ from mcp.shared.exceptions import MCPError
 from ..._logging import logger
 from ...config import ConfigSource
 from ...guard import LoopGuard
+from ...stopping import OnStop
 from .._base import append_note, resolve_guard
 from ._changes import ChangeRelay, quietly
 from ._guarding import Guarding, error_result, outcome_view, with_note
 from ._http import serve_http
+from ._onstop import DEFAULT_ASK_TIMEOUT_SECONDS
 from ._passthrough import Passthrough, own
 from ._runs import DEFAULT_RUN_IDLE_SECONDS
 from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, serve_stdio
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["GuardedProxy"]
 
 _UNKNOWN_REFRESH_INTERVAL = 2.0  # at most one tools/list refresh per this many seconds
+# What a tools/call gets: a result, or loopwarden's question about a stop.
+_Result = types.CallToolResult | types.InputRequiredResult
 
 
 class GuardedProxy:
@@ -67,6 +71,11 @@ class GuardedProxy:
             stdin line (default :data:`DEFAULT_MAX_MESSAGE_BYTES`, 256 MiB), or
             one HTTP request body (default: the MCP SDK's, 4 MiB). A longer one
             is refused with an error; the proxy goes on.
+        on_stop: what a stop does (``answer``, ``raise`` or ``ask``); default: the
+            config's ``loopwarden.onStop``, else ``ask`` for a client that declared
+            elicitation and ``answer`` for one that did not (docs/mcp.md).
+        ask_timeout: seconds a person has to answer a stop (``ask``); no answer in
+            time ends the run as under ``answer``.
     """
 
     def __init__(
@@ -81,6 +90,8 @@ class GuardedProxy:
         separator: str = "__",
         connect_timeout: float = 30.0,
         max_message_bytes: int | None = None,
+        on_stop: OnStop | None = None,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT_SECONDS,
     ) -> None:
         self.upstreams = [u if isinstance(u, Upstream) else Upstream(u) for u in upstreams]
         if not self.upstreams:
@@ -96,7 +107,9 @@ class GuardedProxy:
         self.separator = separator
         self.connect_timeout = connect_timeout
         self.max_message_bytes = max_message_bytes
-        self._guarding = Guarding(self.guard, run_idle_seconds)
+        self._guarding = Guarding(
+            self.guard, run_idle_seconds, on_stop=on_stop, ask_timeout=ask_timeout
+        )
         self._links: list[Link] = []
         self._routes: dict[str, Route] = {}
         self._tools: list[types.Tool] = []
@@ -279,7 +292,7 @@ class GuardedProxy:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> _Result:
         name = params.name
         arguments = params.arguments
         guard_args: Any = arguments if arguments is not None else {}
@@ -289,31 +302,38 @@ class GuardedProxy:
             await self._refresh_tools(force=False)
             route = self._routes.get(name)
         guarding = self._guarding
-        run, session, call_id, answer = await guarding.before(
-            ctx, name, guard_args, self._tool_names
-        )
+        checked = None
+        if params.request_state is not None:  # a person's answer to a stop, maybe
+            checked = await guarding.answered(
+                ctx, name, guard_args, params.request_state, params.input_responses
+            )
+        if checked is None:
+            checked = await guarding.before(ctx, name, guard_args, self._tool_names)
+        run, session, call_id, answer = checked
         if answer is not None:
             return answer
         if route is None:
             text = f"Unknown tool: {name}"
-            _, stop = await guarding.after(run, session, name, guard_args, call_id, error=text)
+            _, stop = await guarding.after(ctx, run, session, name, guard_args, call_id, error=text)
             return stop or error_result(text)
         try:
             result = await route.link.client.call_tool(
                 route.name, arguments, progress_callback=_progress_relay(ctx)
             )
         except MCPError as exc:
-            return await guarding.after_rpc_error(run, session, name, guard_args, call_id, exc)
+            return await guarding.after_rpc_error(ctx, run, session, name, guard_args, call_id, exc)
         except Exception as exc:
             text = f"upstream {route.link.name} failed to run {route.name}: {reason(exc)}"
             logger.error("loopwarden mcp-proxy: %s", text)
-            note, stop = await guarding.after(run, session, name, guard_args, call_id, error=text)
+            note, stop = await guarding.after(
+                ctx, run, session, name, guard_args, call_id, error=text
+            )
             return stop or error_result(append_note(text, note))
         except BaseException:  # cancelled by the client: no outcome, but the call is over
             guarding.runs.leave(session, call_id)
             raise
         note, stop = await guarding.after(
-            run, session, name, guard_args, call_id, result=outcome_view(result)
+            ctx, run, session, name, guard_args, call_id, result=outcome_view(result)
         )
         if stop is not None:
             return stop

@@ -24,7 +24,7 @@ from ...guard import LoopGuard, RunGuard
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-__all__ = ["DEFAULT_RUN_IDLE_SECONDS", "RunTable", "session_key"]
+__all__ = ["DEFAULT_RUN_IDLE_SECONDS", "Question", "RunTable", "session_key"]
 
 DEFAULT_RUN_IDLE_SECONDS = 300.0
 """A session's next call after this many idle seconds starts a new run."""
@@ -60,11 +60,33 @@ def session_key(ctx: ServerRequestContext[Any, Any], default: str) -> str:
 
 
 @dataclass
+class Question:
+    """A stop put to a person (``onStop: ask``), from the question until their answer.
+
+    At most one per run: while it is open, and once the person left the stop standing
+    (stop, decline, cancel, no answer in time), the run's calls are answered without
+    asking again.
+    """
+
+    stop: LoopAbort
+    run: RunGuard
+    deadline: float
+    """The time (on the guard's clock) after which an answer no longer counts."""
+    token: str | None = None
+    """The ``requestState`` of a 2026-07-28 question (the answer comes with a retry)."""
+    call: tuple[str, str] | None = None
+    """(tool, arguments key) of the call the token answers."""
+    settled: bool = False
+    """The person left the stop standing: no more questions in this run."""
+
+
+@dataclass
 class _Entry:
     run: RunGuard
     last: float
     inflight: set[str] = field(default_factory=set)
     stop: LoopAbort | None = None
+    question: Question | None = None
 
 
 class RunTable:
@@ -170,6 +192,27 @@ class RunTable:
         entry = self._entries.get(session)
         if entry is not None:
             entry.stop = exc
+
+    def question(self, session: str) -> Question | None:
+        """The stop of ``session``'s live run that is (or was) put to a person."""
+        entry = self._entries.get(session)
+        return entry.question if entry is not None else None
+
+    def ask(self, session: str, question: Question | None) -> None:
+        """Remember (``None``: forget) the question about ``session``'s stop."""
+        entry = self._entries.get(session)
+        if entry is not None:
+            entry.question = question
+
+    def hold(self, session: str, call_id: str | None) -> None:
+        """A person answered in ``session`` (activity), and ``call_id`` is in flight again
+        (let run once by their answer)."""
+        entry = self._entries.get(session)
+        if entry is None:
+            return
+        entry.last = time.monotonic()
+        if call_id is not None and len(entry.inflight) < _MAX_INFLIGHT:
+            entry.inflight.add(call_id)
 
     def _bury(self, session: str, last: float, exc: LoopAbort) -> None:
         tombs = self._stopped
