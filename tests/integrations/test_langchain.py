@@ -112,7 +112,7 @@ class TestStuckAgent:
         """Warning from the 4th identical call, blocks from the 6th, the run stops at the 8th."""
         events: list[lw.LoopEvent] = []
         llm = model(forever(("poll_status", {"job": "42"})))
-        guard = LoopGuardMiddleware(SMALL, on_event=events.append)
+        guard = LoopGuardMiddleware(SMALL, on_event=events.append, on_stop="raise")
         agent = create_agent(llm, [poll_status], middleware=[guard])
 
         with pytest.raises(lw.CircuitBreakerTripped) as stop:
@@ -125,7 +125,9 @@ class TestStuckAgent:
         answers = [tool_messages(seen)[-1] for seen in llm.seen[1:]]
         assert [m.status for m in answers] == ["success"] * 5 + ["error"] * 2
         assert [m.content for m in answers[:3]] == ["pending"] * 3
-        assert answers[3].content.startswith("pending\n\nWARNING: poll_status has been called 3")
+        assert answers[3].content.startswith(
+            "pending\n\nWARNING: the job is still running: poll_status has been polled 3 times"
+        )
         assert answers[4].content == "pending"  # no repeat of the note until 2x the threshold
         for blocked in answers[5:]:
             assert blocked.content.startswith(BLOCKED)
@@ -171,7 +173,7 @@ class TestHallucinatedTool:
     def test_stopped_with_no_config_at_all(self, mode: str, poll_status: Any) -> None:
         """Defaults (detection unset): the unknown-tool guard is on and stops at 30 misses."""
         llm = model(forever(("no_such_tool", {})))
-        agent = create_agent(llm, [poll_status], middleware=[LoopGuardMiddleware()])
+        agent = create_agent(llm, [poll_status], middleware=[LoopGuardMiddleware(on_stop="raise")])
         with pytest.raises(lw.CircuitBreakerTripped) as stop:
             invoke(agent, mode)
         assert stop.value.count == 30
@@ -224,7 +226,8 @@ class TestCompaction:
     ) -> None:
         """A summary followed by three identical calls and results ends the run."""
         llm = model(forever(("poll_status", {"job": "42"})))
-        guard = LoopGuardMiddleware()  # defaults: only the post-compaction guard is on
+        # Defaults: only the post-compaction guard is on.
+        guard = LoopGuardMiddleware(on_stop="raise")
         middleware = (
             [summarizer(), guard] if order == "after_summarization" else [guard, summarizer()]
         )
@@ -405,7 +408,8 @@ class TestRunsAndSessions:
         assert "WARNING" in str(tool_messages(out["messages"])[-1].content)
 
     def test_state_is_forgotten_when_the_run_ends(self, poll_status: Any) -> None:
-        """A finished invocation leaves nothing in the store; a stopped one keeps its verdict."""
+        """A finished invocation leaves nothing in the store; one stopped under ``raise`` keeps
+        its verdict."""
         guard = lw.LoopGuard(SMALL)
         agent = create_agent(
             model(_four_calls), [poll_status], middleware=[LoopGuardMiddleware(guard)]
@@ -415,7 +419,7 @@ class TestRunsAndSessions:
         stuck = create_agent(
             model(forever(("poll_status", {"job": "42"}))),
             [poll_status],
-            middleware=[LoopGuardMiddleware(guard)],
+            middleware=[LoopGuardMiddleware(guard, on_stop="raise")],
         )
         with pytest.raises(lw.CircuitBreakerTripped):
             stuck.invoke(user())
@@ -565,8 +569,8 @@ def test_a_stopped_checkpointed_thread_continues(
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    """After a stop, the next invocation answers the stopped turn's calls, so a provider that
-    rejects unanswered tool calls accepts the thread's history."""
+    """After a stop under ``raise``, the next invocation answers the stopped turn's calls, so
+    a provider that rejects unanswered tool calls accepts the thread's history."""
 
     @tool
     def read_log(offset: int) -> str:
@@ -575,7 +579,7 @@ def test_a_stopped_checkpointed_thread_continues(
 
     checkpointer = _saver(saver, tmp_path, request)
     llm = strict(_stuck_until_asked_again)
-    guard = LoopGuardMiddleware(SMALL)
+    guard = LoopGuardMiddleware(SMALL, on_stop="raise")
     agent = create_agent(
         llm, [poll_status, read_log], middleware=[guard], checkpointer=checkpointer
     )
@@ -638,7 +642,7 @@ def test_the_documented_manual_repair_works(poll_status: Any) -> None:
     guarded = create_agent(
         strict(_stuck_until_asked_again),
         [poll_status],
-        middleware=[LoopGuardMiddleware(SMALL)],
+        middleware=[LoopGuardMiddleware(SMALL, on_stop="raise")],
         checkpointer=saver,
     )
     with pytest.raises(lw.CircuitBreakerTripped):

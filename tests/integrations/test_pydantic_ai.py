@@ -159,7 +159,8 @@ class TestStuckAgent:
         """Warning from the 4th identical call, blocks from the 6th, the run stops at the 8th."""
         events: list[lw.LoopEvent] = []
         llm = ScriptedModel(forever(("poll_status", {"job": "42"})))
-        agent = make_agent(llm, counter, LoopGuardCapability(SMALL, on_event=events.append))
+        guard = LoopGuardCapability(SMALL, on_event=events.append, on_stop="raise")
+        agent = make_agent(llm, counter, guard)
 
         with pytest.raises(lw.CircuitBreakerTripped) as stop:
             run(agent, mode)
@@ -170,7 +171,9 @@ class TestStuckAgent:
         answers = [returns(parts)[0] for parts in llm.answers()]
         assert [a.outcome for a in answers] == ["success"] * 5 + ["failed"] * 2
         assert [a.content for a in answers[:3]] == ["pending"] * 3
-        assert answers[3].content.startswith("pending\n\nWARNING: poll_status has been called 3")
+        assert answers[3].content.startswith(
+            "pending\n\nWARNING: the job is still running: poll_status has been polled 3 times"
+        )
         assert answers[4].content == "pending"
         assert all(a.content.startswith(BLOCKED) for a in answers[5:])
         assert [(e.action, e.detector, e.count) for e in events] == [
@@ -255,7 +258,8 @@ class TestCompaction:
     ) -> None:
         """A summary written into the history by a processor arms the guard once."""
         llm = ScriptedModel(forever(("poll_status", {"job": "42"})))
-        agent = make_agent(llm, counter, LoopGuardCapability(), ProcessHistory(summarize))
+        guard = LoopGuardCapability(on_stop="raise")
+        agent = make_agent(llm, counter, guard, ProcessHistory(summarize))
         with pytest.raises(lw.CompactionLoopPersisted) as abort:
             run(agent, mode)
         assert abort.value.count == 3
@@ -367,7 +371,7 @@ class TestRunsAndConversations:
         stuck = make_agent(
             ScriptedModel(forever(("poll_status", {"job": "42"}))),
             counter,
-            LoopGuardCapability(guard),
+            LoopGuardCapability(guard, on_stop="raise"),
         )
         with pytest.raises(lw.CircuitBreakerTripped):
             stuck.run_sync("go")
@@ -435,7 +439,7 @@ def test_failing_tool_is_blocked_without_using_retries(counter: Counter) -> None
     """ModelRetry failures are outcomes: the same failure repeated is blocked, then stopped."""
     llm = ScriptedModel(forever(("fetch", {"url": "https://example.invalid"})))
     agent: Agent[None, str] = Agent(
-        llm, capabilities=[LoopGuardCapability(SMALL)], retries={"tools": 50}
+        llm, capabilities=[LoopGuardCapability(SMALL, on_stop="raise")], retries={"tools": 50}
     )
 
     @agent.tool_plain
