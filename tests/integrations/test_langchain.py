@@ -31,7 +31,17 @@ from langgraph.types import Command, interrupt
 
 import loopwarden as lw
 from loopwarden.integrations.langchain import LoopGuardMiddleware
+from loopwarden.stopping import (
+    StopReport,
+    ask_options,
+    ask_question,
+    fallback_answer,
+    final_answer_request,
+    person_note,
+)
 from tests._snippets import snippet
+from tests.integrations._chat_server import ChatServer, Reply
+from tests.integrations._chat_server import tool_messages as sent_tool_messages
 from tests.integrations._drivers import _lc_model_class
 from tests.integrations._shared import BLOCKED, SMALL, Counter
 
@@ -681,3 +691,306 @@ def test_docs_example_runs(counter: Counter) -> None:
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "langchain-quickstart", "exec"), namespace)
     assert printed.getvalue().strip() == "stopped: global_circuit_breaker poll_status 30"
+
+
+# -- When loopwarden stops the run (onStop), with LangChain's real OpenAI client ----------
+FINAL = "Job 42 stayed pending through every check; the job runner needs a look."
+UNDERSTOOD = "Understood: I will check job 43 instead."
+
+
+def stuck_then_answers(body: dict[str, Any]) -> Reply:
+    """The scripted model: polls job 42 while it is offered tools, answers when it is not,
+    and follows a person's note when one answers its call."""
+    if not body.get("tools"):
+        return FINAL
+    last = body["messages"][-1]
+    if last.get("role") == "tool" and "decided the run should go on" in str(last["content"]):
+        return UNDERSTOOD
+    turn = sum(m.get("role") == "assistant" for m in body["messages"])
+    return [("poll_status", {"job": "42"}, f"c{turn}")]
+
+
+def openai_model(server: ChatServer) -> Any:
+    """LangChain's OpenAI chat model, talking HTTP to the scripted server."""
+    chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
+    return chat_openai(model="scripted", base_url=server.url, api_key="none", max_retries=0)
+
+
+def report_of(found: dict[str, Any]) -> StopReport:
+    """The StopReport behind a ``loopwarden`` metadata entry."""
+    return StopReport(
+        found["code"],
+        found["tool"],
+        found["count"],
+        found["message"],
+        found["calls"],
+        found["refused"],
+        found["run_id"],
+        found["tokens"],
+        found["turns"],
+    )
+
+
+THREAD = {"configurable": {"thread_id": "ask"}}
+
+
+def asking_agent(server: ChatServer, poll_status: Any, **options: Any) -> Any:
+    """An agent with a checkpointer: a person can be asked (the default there)."""
+    guard = LoopGuardMiddleware(SMALL, **options)
+    return create_agent(
+        openai_model(server), [poll_status], middleware=[guard], checkpointer=InMemorySaver()
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_answer_ends_the_run_with_the_models_last_answer(
+    mode: str, counter: Counter, poll_status: Any
+) -> None:
+    """No checkpointer, so nobody to ask: the stop ends the run with one more model call over
+    HTTP, without tools and told why; its text, with the summary as the last paragraph, is
+    the run's last message, which holds the report."""
+    with ChatServer(stuck_then_answers) as server:
+        guard = LoopGuardMiddleware(SMALL)
+        agent = create_agent(openai_model(server), [poll_status], middleware=[guard])
+        out = invoke(agent, mode)
+    last = out["messages"][-1]
+    found = last.response_metadata["loopwarden"]
+    report = report_of(found)
+    assert (report.code, report.tool, report.count) == ("global_circuit_breaker", "poll_status", 7)
+    assert (report.calls, report.refused) == (8, 3)
+    assert (report.tokens, report.turns) == (8 * 15, 8)  # the server reports 15 per call
+    assert found["summary"] == report.summary()
+    assert last.content == f"{FINAL}\n\n{report.summary()}"
+    assert not last.tool_calls and len(counter.runs) == 5
+    # The last request: no tools, the stop answering the stopped call, then the instruction.
+    assert len(server.requests) == 9
+    assert all(body.get("tools") for body in server.requests[:8])
+    body = server.requests[-1]
+    assert "tools" not in body and "tool_choice" not in body
+    *_, stopped, instruction = body["messages"]
+    assert stopped == {"role": "tool", "tool_call_id": "c7", "content": report.message}
+    assert instruction == {"role": "user", "content": final_answer_request(report)}
+    assert guard.guard.store is not None and len(guard.guard.store) == 0  # the run ended
+
+
+def test_answer_falls_back_when_the_last_call_still_asks_for_tools(poll_status: Any) -> None:
+    """A model that asks for a tool even without tools: the run ends with the fallback text."""
+
+    def always_polls(body: dict[str, Any]) -> Reply:
+        return [("poll_status", {"job": "42"}, f"c{len(body['messages'])}")]
+
+    with ChatServer(always_polls) as server:
+        agent = create_agent(
+            openai_model(server), [poll_status], middleware=[LoopGuardMiddleware(SMALL)]
+        )
+        out = agent.invoke(user())
+    last = out["messages"][-1]
+    report = report_of(last.response_metadata["loopwarden"])
+    assert last.content == fallback_answer(report) and not last.tool_calls
+    assert last.content.startswith(report.summary())
+    assert "tools" not in server.requests[-1]
+
+
+def test_answer_falls_back_when_the_last_call_fails(poll_status: Any, lw_logs: Any) -> None:
+    """The last model call fails (HTTP 500): no exception reaches the caller, the run ends
+    with the fallback text, and the failure is logged."""
+
+    def fails_without_tools(body: dict[str, Any]) -> Reply:
+        return stuck_then_answers(body) if body.get("tools") else (500, "model overloaded")
+
+    with ChatServer(fails_without_tools) as server:
+        agent = create_agent(
+            openai_model(server), [poll_status], middleware=[LoopGuardMiddleware(SMALL)]
+        )
+        out = agent.invoke(user())
+    last = out["messages"][-1]
+    assert last.content == fallback_answer(report_of(last.response_metadata["loopwarden"]))
+    assert "loopwarden's last model call failed" in lw_logs.text
+
+
+def test_raise_propagates_the_stop(poll_status: Any) -> None:
+    """``on_stop="raise"``: the stop leaves ``invoke`` with its report; no last model call."""
+    with ChatServer(stuck_then_answers) as server:
+        guard = LoopGuardMiddleware(SMALL, on_stop="raise")
+        agent = create_agent(openai_model(server), [poll_status], middleware=[guard])
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            agent.invoke(user())
+    assert stop.value.report is not None and stop.value.report.calls == 8
+    assert len(server.requests) == 8
+
+
+def test_on_stop_from_the_config_and_a_wrong_value() -> None:
+    """``loopwarden.onStop`` in the config applies when no argument is given; an unknown
+    value is refused when the middleware is made."""
+    config = {**SMALL, "loopwarden": {"onStop": "raise"}}
+    guard = LoopGuardMiddleware(config)
+    assert guard.on_stop is None and guard.guard.config.settings.on_stop == "raise"
+    with pytest.raises(ValueError, match="on_stop must be"):
+        LoopGuardMiddleware(SMALL, on_stop="explode")  # type: ignore[arg-type]
+
+
+def test_config_raise_is_the_run_default(poll_status: Any) -> None:
+    """With ``loopwarden.onStop: raise`` a checkpointed agent raises instead of asking."""
+    with ChatServer(stuck_then_answers) as server:
+        agent = create_agent(
+            openai_model(server),
+            [poll_status],
+            middleware=[LoopGuardMiddleware({**SMALL, "loopwarden": {"onStop": "raise"}})],
+            checkpointer=InMemorySaver(),
+        )
+        with pytest.raises(lw.CircuitBreakerTripped):
+            agent.invoke(user(), THREAD)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ask_interrupts_with_the_question(mode: str, counter: Counter, poll_status: Any) -> None:
+    """With a checkpointer the stop is put to the person through LangGraph's interrupt: the
+    question, the three choices and the report; the stopped call has not run."""
+    with ChatServer(stuck_then_answers) as server:
+        paused = invoke(asking_agent(server, poll_status), mode, config=THREAD)
+    (pending,) = paused["__interrupt__"]
+    question = pending.value
+    report = report_of(question["report"])
+    assert question["question"] == ask_question(report)
+    assert question["options"] == ask_options()
+    assert (question["tool"], question["call_id"]) == ("poll_status", "c7")
+    assert (report.code, report.calls, report.tokens) == ("global_circuit_breaker", 8, 8 * 15)
+    assert len(counter.runs) == 5 and len(server.requests) == 8
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ask_allow_once_runs_the_call_and_the_next_repeat_asks_again(
+    mode: str, counter: Counter, poll_status: Any
+) -> None:
+    """ "Allow once": the refused call runs once and its result reaches the model; the rules
+    kept their counts, so the next repeat is stopped and asked about again."""
+    with ChatServer(stuck_then_answers) as server:
+        agent = asking_agent(server, poll_status)
+        invoke(agent, mode, config=THREAD)
+        out = invoke(agent, mode, Command(resume={"choice": "allow_once"}), THREAD)
+    assert len(counter.runs) == 6
+    assert sent_tool_messages(server.requests[8])["c7"].startswith("pending")
+    (again,) = out["__interrupt__"]
+    assert again.value["call_id"] == "c8"
+    assert (again.value["report"]["calls"], again.value["report"]["refused"]) == (9, 4)
+
+
+def test_ask_stop_ends_the_run_as_answer_does(counter: Counter, poll_status: Any) -> None:
+    """ "Stop" (a plain string is accepted): the run ends with the last answer, no tools
+    offered, the report on the final message."""
+    with ChatServer(stuck_then_answers) as server:
+        agent = asking_agent(server, poll_status)
+        agent.invoke(user(), THREAD)
+        out = agent.invoke(Command(resume="stop"), THREAD)
+    assert "__interrupt__" not in out
+    last = out["messages"][-1]
+    report = report_of(last.response_metadata["loopwarden"])
+    assert last.content == f"{FINAL}\n\n{report.summary()}"
+    assert "tools" not in server.requests[-1] and len(server.requests) == 9
+    assert len(counter.runs) == 5
+
+
+def test_ask_continue_gives_the_model_the_note(counter: Counter, poll_status: Any) -> None:
+    """ "Continue" with a note: the model reads the note instead of the call's result, with
+    its tools, and the run goes on to its own answer."""
+    note = "Check job 43 instead."
+    with ChatServer(stuck_then_answers) as server:
+        agent = asking_agent(server, poll_status)
+        agent.invoke(user(), THREAD)
+        out = agent.invoke(Command(resume={"choice": "continue", "note": note}), THREAD)
+    assert sent_tool_messages(server.requests[8])["c7"] == person_note(note)
+    assert server.requests[8].get("tools")
+    last = out["messages"][-1]
+    assert last.content == UNDERSTOOD and "loopwarden" not in last.response_metadata
+    assert len(counter.runs) == 5
+
+
+def test_ask_again_after_an_answer_that_is_not_a_choice(poll_status: Any) -> None:
+    """An answer that is none of the three is asked again, saying what was wrong."""
+    with ChatServer(stuck_then_answers) as server:
+        agent = asking_agent(server, poll_status)
+        agent.invoke(user(), THREAD)
+        out = agent.invoke(Command(resume={"choice": "maybe"}), THREAD)
+        (again,) = out["__interrupt__"]
+        assert "unknown answer 'maybe'" in again.value["error"]
+        assert again.value["question"] and len(server.requests) == 8
+        done = agent.invoke(Command(resume="stop"), THREAD)
+    assert done["messages"][-1].content.startswith(FINAL)
+
+
+def test_ask_without_a_checkpointer_answers(poll_status: Any) -> None:
+    """``on_stop="ask"`` where nobody can be asked (no checkpointer) acts as ``answer``."""
+    with ChatServer(stuck_then_answers) as server:
+        guard = LoopGuardMiddleware(SMALL, on_stop="ask")
+        agent = create_agent(openai_model(server), [poll_status], middleware=[guard])
+        out = agent.invoke(user())
+    assert "__interrupt__" not in out
+    assert out["messages"][-1].content.startswith(FINAL)
+
+
+def test_the_post_compaction_abort_is_never_asked(poll_status: Any) -> None:
+    """The post-compaction abort ends the run with a last answer even where a person could
+    be asked; the model's last call gets the instruction and no tools."""
+    llm = model(forever(("poll_status", {"job": "42"})))
+    agent = create_agent(
+        llm,
+        [poll_status],
+        middleware=[summarizer(), LoopGuardMiddleware()],
+        checkpointer=InMemorySaver(),
+    )
+    out = agent.invoke(user(), THREAD)
+    assert "__interrupt__" not in out
+    last = out["messages"][-1]
+    report = report_of(last.response_metadata["loopwarden"])
+    assert report.code == "compaction_loop_persisted"
+    assert last.content == fallback_answer(report)  # the scripted model only ever polls
+    final_call = llm.seen[-1]
+    assert isinstance(final_call[-1], HumanMessage)
+    assert final_call[-1].content == final_answer_request(report)
+
+
+def test_parallel_calls_get_one_question(counter: Counter, poll_status: Any) -> None:
+    """Two calls per turn: only the stopped tool's call is asked about; the other one of
+    the stopped turn ran or was answered as refused, and "stop" ends the run."""
+
+    @tool
+    def read_log(offset: int) -> str:
+        """Read the build log from an offset."""
+        return f"log {offset}"
+
+    def both(body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):
+            return FINAL
+        turn = sum(m.get("role") == "assistant" for m in body["messages"])
+        return [
+            ("poll_status", {"job": "42"}, f"p{turn}"),
+            ("read_log", {"offset": turn}, f"r{turn}"),
+        ]
+
+    config = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "warningThreshold": 4,
+                "criticalThreshold": 6,
+                "globalCircuitBreakerThreshold": 8,
+            }
+        }
+    }
+    with ChatServer(both) as server:
+        agent = create_agent(
+            openai_model(server),
+            [poll_status, read_log],
+            middleware=[LoopGuardMiddleware(config)],
+            checkpointer=InMemorySaver(),
+        )
+        paused = agent.invoke(user(), THREAD)
+        (pending,) = paused["__interrupt__"]
+        assert pending.value["tool"] == "poll_status"
+        out = agent.invoke(Command(resume="stop"), THREAD)
+    stopped_turn = pending.value["call_id"][1:]
+    answers = {m.tool_call_id: m for m in tool_messages(out["messages"])}
+    sibling = answers[f"r{stopped_turn}"]
+    if sibling.content != f"log {stopped_turn}":  # it came after the stop: refused, not run
+        assert sibling.response_metadata["loopwarden"]["action"] == "refused"
+    assert out["messages"][-1].content.startswith(FINAL)

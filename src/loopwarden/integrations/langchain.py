@@ -510,9 +510,10 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             if choice is not None:
                 break
             # Not one of the three: ask again, saying what was wrong.
+            given = value.get("choice") if isinstance(value, Mapping) else value
             payload = {
                 **payload,
-                "error": f"unknown answer {value!r}: choose allow_once, stop or continue",
+                "error": f"unknown answer {given!r}: choose allow_once, stop or continue",
             }
         self._asking.forget(key)
         return stop, choice, note

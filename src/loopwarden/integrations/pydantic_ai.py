@@ -253,7 +253,10 @@ class LoopGuardCapability(AbstractCapability[Any]):
         logger.error("loopwarden's last model request failed (%s); ending with the summary", error)
         if not ending.plain:
             raise ending.stop from error  # no output of the run's type to give
-        return ModelResponse(parts=[TextPart(fallback_answer(ending.report))])
+        report = ending.report
+        return ModelResponse(
+            parts=[TextPart(fallback_answer(report))], metadata={KEY: report.to_dict()}
+        )
 
     # -- model responses: unknown tools and compaction ------------------------------
     async def after_model_request(
@@ -596,6 +599,8 @@ def _final(
 ) -> ModelResponse:
     """The run's last response: its text with the summary as the last paragraph (the
     fallback text when it still asks for tools), the report in its metadata."""
+    if response.metadata and KEY in response.metadata:
+        return response  # the fallback for a failed request (on_model_request_error)
     report = ending.report
     metadata = {**(response.metadata or {}), KEY: report.to_dict()}
     calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
