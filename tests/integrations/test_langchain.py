@@ -994,3 +994,65 @@ def test_parallel_calls_get_one_question(counter: Counter, poll_status: Any) -> 
     if sibling.content != f"log {stopped_turn}":  # it came after the stop: refused, not run
         assert sibling.response_metadata["loopwarden"]["action"] == "refused"
     assert out["messages"][-1].content.startswith(FINAL)
+
+
+def test_the_documented_last_answer(poll_status: Any) -> None:
+    """docs/integrations-langchain.md's last answer, word for word: the model's text and the
+    summary of a stop at the 31st call with the default thresholds."""
+    with ChatServer(stuck_then_answers) as server:
+        guard = LoopGuardMiddleware({"tools": {"loopDetection": {"enabled": True}}})
+        agent = create_agent(openai_model(server), [poll_status], middleware=[guard])
+        out = agent.invoke(user())
+    assert out["messages"][-1].content == snippet("langchain-answer")
+
+
+def test_docs_ask_example_runs(counter: Counter, poll_status: Any) -> None:
+    """The documented ask loop: the question is printed, "continue" with a note, and the
+    model's own answer ends the run."""
+    code = snippet("langchain-ask")
+    printed = io.StringIO()
+    with ChatServer(stuck_then_answers) as server:
+        namespace = {
+            "model": openai_model(server),
+            "poll_status": poll_status,
+            "guard": LoopGuardMiddleware(SMALL),
+            "create_agent": create_agent,
+        }
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "langchain-ask", "exec"), namespace)
+    lines = printed.getvalue().splitlines()
+    assert lines[0].startswith("loopwarden stopped this run: the loopwarden global circuit")
+    assert lines[-1] == UNDERSTOOD and len(lines) == 2
+
+
+def test_answer_keeps_a_structured_response(poll_status: Any) -> None:
+    """With ``response_format``, the last call keeps the structured-output tool only; the
+    structured response is the result and the report is on the final message."""
+    from langchain.agents.structured_output import ToolStrategy
+    from pydantic import BaseModel
+
+    class Verdict(BaseModel):
+        """Whether the job is done."""
+
+        done: bool
+
+    def structured(body: dict[str, Any]) -> Reply:
+        names = [t["function"]["name"] for t in body.get("tools", [])]
+        if "poll_status" not in names:
+            return [("Verdict", {"done": False}, "v1")]
+        return stuck_then_answers(body)
+
+    with ChatServer(structured) as server:
+        agent = create_agent(
+            openai_model(server),
+            [poll_status],
+            middleware=[LoopGuardMiddleware(SMALL)],
+            response_format=ToolStrategy(Verdict),
+        )
+        out = agent.invoke(user())
+    assert out["structured_response"] == Verdict(done=False)
+    names = [t["function"]["name"] for t in server.requests[-1]["tools"]]
+    assert names == ["Verdict"]
+    final = [m for m in out["messages"] if isinstance(m, AIMessage)][-1]
+    assert [c["name"] for c in final.tool_calls] == ["Verdict"]
+    assert final.response_metadata["loopwarden"]["code"] == "global_circuit_breaker"

@@ -829,3 +829,101 @@ def test_the_post_compaction_abort_is_never_asked(counter: Counter) -> None:
     last_prompt = llm.seen[-1][-1].parts[-1]
     assert isinstance(last_prompt, UserPromptPart)
     assert last_prompt.content == final_answer_request(report)
+
+
+def test_the_documented_last_answer(counter: Counter) -> None:
+    """docs/integrations-pydantic-ai.md's last answer, word for word: the model's text and
+    the summary of a stop at the 31st call with the default thresholds, with what it saved."""
+    with ChatServer(stuck_then_answers) as server:
+        guard = LoopGuardCapability({"tools": {"loopDetection": {"enabled": True}}})
+        result = polling_agent(openai_model(server), counter, guard).run_sync("Is job 42 done?")
+    assert result.output == snippet("pydantic-ai-answer")
+
+
+def test_docs_ask_example_runs(counter: Counter) -> None:
+    """The documented ask loop: the question is printed, "continue" with a note, and the
+    model's own answer is the output."""
+    code = snippet("pydantic-ai-ask")
+    printed = io.StringIO()
+
+    def poll_status(job: str) -> str:
+        """Check whether a job has finished."""
+        counter.hit(job)
+        return "pending"
+
+    with ChatServer(stuck_then_answers) as server:
+        namespace = {
+            "Agent": Agent,
+            "model": openai_model(server),
+            "guard": LoopGuardCapability(SMALL),
+            "poll_status": poll_status,
+        }
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "pydantic-ai-ask", "exec"), namespace)
+    lines = printed.getvalue().splitlines()
+    assert lines[0].startswith("loopwarden stopped this run: the loopwarden global circuit")
+    assert lines[-1] == UNDERSTOOD and len(lines) == 2
+
+
+def test_a_structured_output_raises_when_the_model_calls_a_tool(counter: Counter) -> None:
+    """A structured output type and a model that calls a function tool in the last request:
+    there is no output of that type to give, so the stop is raised."""
+
+    def polls(body: dict[str, Any]) -> Reply:
+        return [("poll_status", {"job": "42"}, f"c{len(body['messages'])}")]
+
+    with ChatServer(polls) as server:
+        agent = polling_agent(
+            openai_model(server), counter, LoopGuardCapability(SMALL), output_type=Verdict
+        )
+        with pytest.raises(lw.CircuitBreakerTripped):
+            agent.run_sync("Is job 42 done?")
+
+
+def test_parallel_calls_get_one_question(counter: Counter) -> None:
+    """Two calls per turn under ``ask``: only the stopped tool's call is deferred; the other
+    call of the stopped turn ran or failed with the stop's message."""
+
+    def both(body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):
+            return FINAL
+        turn = sum(m.get("role") == "assistant" for m in body["messages"])
+        return [
+            ("poll_status", {"job": "42"}, f"p{turn}"),
+            ("read_log", {"offset": turn}, f"r{turn}"),
+        ]
+
+    config = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "warningThreshold": 4,
+                "criticalThreshold": 6,
+                "globalCircuitBreakerThreshold": 8,
+            }
+        }
+    }
+    with ChatServer(both) as server:
+        agent = polling_agent(
+            openai_model(server), counter, LoopGuardCapability(config), output_type=ASKING
+        )
+
+        @agent.tool_plain
+        def read_log(offset: int) -> str:
+            """Read the build log from an offset."""
+            return f"log {offset}"
+
+        result = agent.run_sync("Is job 42 done?")
+        requests = result.output
+        assert isinstance(requests, DeferredToolRequests)
+        (asked,) = requests.approvals
+        assert asked.tool_name == "poll_status"
+        done = agent.run_sync(
+            message_history=result.all_messages(),
+            deferred_tool_results=answer_stop(requests, "stop"),
+        )
+    assert done.output.startswith(FINAL)
+    turn = asked.tool_call_id[1:]
+    sibling = sent_tool_messages(server.requests[-1])[f"r{turn}"]
+    stop_message = requests.metadata[asked.tool_call_id][KEY]["report"]["message"]
+    assert sibling == f"log {turn}" or stop_message in sibling  # ran, or refused: not run
