@@ -1056,3 +1056,31 @@ def test_answer_keeps_a_structured_response(poll_status: Any) -> None:
     final = [m for m in out["messages"] if isinstance(m, AIMessage)][-1]
     assert [c["name"] for c in final.tool_calls] == ["Verdict"]
     assert final.response_metadata["loopwarden"]["code"] == "global_circuit_breaker"
+
+
+def test_a_question_left_unanswered_is_closed_by_the_next_message(poll_status: Any) -> None:
+    """The caller sends a new message instead of an answer: the asked call gets the stop's
+    message, so a provider that rejects unanswered calls accepts the thread, and the new
+    invocation is a new run."""
+
+    def provider_like(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        called = {c["id"] for m in messages for c in m.get("tool_calls") or ()}
+        answered = {m["tool_call_id"] for m in messages if m.get("role") == "tool"}
+        if called - answered:
+            return (400, f"tool calls without answers: {sorted(called - answered)}")
+        if messages[-1].get("role") == "user" and "start over" in messages[-1]["content"]:
+            return "Starting over."
+        return stuck_then_answers(body)
+
+    with ChatServer(provider_like) as server:
+        guard = LoopGuardMiddleware(SMALL)
+        agent = create_agent(
+            openai_model(server), [poll_status], middleware=[guard], checkpointer=InMemorySaver()
+        )
+        assert "__interrupt__" in agent.invoke(user(), THREAD)
+        out = agent.invoke(user("Please start over."), THREAD)
+    assert out["messages"][-1].content == "Starting over."
+    asked = next(m for m in tool_messages(out["messages"]) if m.tool_call_id == "c7")
+    assert asked.status == "error" and asked.content.startswith("CRITICAL: the loopwarden")
+    assert len(guard.guard.store) == 0 and not guard._asking

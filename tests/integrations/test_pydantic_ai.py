@@ -34,7 +34,12 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved
+from pydantic_ai.tools import (
+    DeferredToolRequests,
+    DeferredToolResults,
+    ToolApproved,
+    ToolDenied,
+)
 
 import loopwarden as lw
 from loopwarden.integrations.pydantic_ai import KEY, LoopGuardCapability, answer_stop
@@ -927,3 +932,20 @@ def test_parallel_calls_get_one_question(counter: Counter) -> None:
     sibling = sent_tool_messages(server.requests[-1])[f"r{turn}"]
     stop_message = requests.metadata[asked.tool_call_id][KEY]["report"]["message"]
     assert sibling == f"log {turn}" or stop_message in sibling  # ran, or refused: not run
+
+
+def test_a_denial_is_pydantic_ais_own_answer(counter: Counter) -> None:
+    """``ToolDenied(message)`` for loopwarden's question: the model reads the message and
+    the run goes on, counted afresh (loopwarden is not told, as documented)."""
+    with ChatServer(stuck_then_answers) as server:
+        agent = polling_agent(
+            openai_model(server), counter, LoopGuardCapability(SMALL), output_type=ASKING
+        )
+        asked = agent.run_sync("Is job 42 done?")
+        results = DeferredToolResults(approvals={"c7": ToolDenied("Not now.")})
+        again = agent.run_sync(message_history=asked.all_messages(), deferred_tool_results=results)
+    assert sent_tool_messages(server.requests[8])["c7"] == "Not now."
+    # A fresh count: seven more calls (five run, two blocked) before the next question.
+    assert isinstance(again.output, DeferredToolRequests)
+    assert again.output.metadata["c15"][KEY]["report"]["calls"] == 8
+    assert len(counter.runs) == 10

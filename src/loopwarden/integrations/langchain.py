@@ -277,6 +277,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         # interrupted one the caller did not resume cannot be resumed any more.
         old.end()
         self._runs.forget((previous, session))
+        self._asking.forget((previous, session))
         if stopped is None:
             return None
         text = str(stopped["message"])
@@ -464,6 +465,13 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         asked = self._asking.get_or_create((run.run_id, run.session_id), lambda: (call_id, stop))
         return "ask" if asked[0] == call_id else "refuse"
 
+    def _triaged(self, run: RunGuard, request: ToolCallRequest, stop: LoopAbort) -> str:
+        try:
+            return self._triage(run, request, stop)
+        except Exception:  # the stop is still a stop: raised, as before onStop
+            logger.exception("loopwarden could not handle a stop (onStop); raising it")
+            return "raise"
+
     def _on_stop(
         self,
         run: RunGuard,
@@ -471,7 +479,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         stop: LoopAbort,
         handler: Callable[[ToolCallRequest], ToolResult],
     ) -> ToolResult:
-        what = self._triage(run, request, stop)
+        what = self._triaged(run, request, stop)
         if what == "raise":
             raise stop
         if what == "ask":
@@ -485,7 +493,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         stop: LoopAbort,
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
-        what = self._triage(run, request, stop)
+        what = self._triaged(run, request, stop)
         if what == "raise":
             raise stop
         if what == "ask":
@@ -580,10 +588,10 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: ModelHandler
     ) -> ModelResponse[Any]:
-        found = _stop_at_tail(request.messages)
-        if found is None:
+        ending = _ending(request)
+        if ending is None:
             return handler(request)
-        report, last = _last_request(request, found)
+        report, last = ending
         try:
             response: ModelResponse[Any] | None = handler(last)
         except GraphBubbleUp:
@@ -596,10 +604,10 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: AsyncModelHandler
     ) -> ModelResponse[Any]:
-        found = _stop_at_tail(request.messages)
-        if found is None:
+        ending = _ending(request)
+        if ending is None:
             return await handler(request)
-        report, last = _last_request(request, found)
+        report, last = ending
         try:
             response: ModelResponse[Any] | None = await handler(last)
         except GraphBubbleUp:
@@ -839,6 +847,17 @@ def _stop_at_tail(messages: list[Any]) -> Mapping[str, Any] | None:
         if isinstance(found, Mapping) and found.get("action") == _STOP:
             return found
     return None
+
+
+def _ending(request: ModelRequest[Any]) -> tuple[StopReport, ModelRequest[Any]] | None:
+    """The report and the last request of a run that a stop ends; ``None`` for any other
+    model call (and when that cannot be made out: the model is then called as usual)."""
+    try:
+        found = _stop_at_tail(request.messages)
+        return None if found is None else _last_request(request, found)
+    except Exception:
+        logger.exception("loopwarden could not prepare the last model call; calling as usual")
+        return None
 
 
 def _usage(messages: list[Any]) -> tuple[int | None, int]:

@@ -385,7 +385,11 @@ class LoopGuardCapability(AbstractCapability[Any]):
         mode = self._mode
         if mode == "raise":
             raise stop
-        report = _with_usage(ctx, _report(stop))
+        try:
+            report = _with_usage(ctx, _report(stop))
+        except Exception:  # the stop is still a stop: raised, as before onStop
+            logger.exception("loopwarden could not handle a stop (onStop); raising it")
+            raise stop from None
         if mode == "ask" and stop.askable and stop.call_id is not None:
             # One question per run: the call of the stopped tool that gets here first.
             if not self._asked and call.tool_name == stop.tool_name:
