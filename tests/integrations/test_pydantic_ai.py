@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 pytest.importorskip("pydantic_ai")
 
+from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.capabilities import AbstractCapability, ProcessHistory
 from pydantic_ai.exceptions import UnexpectedModelBehavior
@@ -228,7 +228,8 @@ class TestHallucinatedTool:
     def test_stopped_with_no_config_at_all(self, mode: str, counter: Counter) -> None:
         """Defaults: the unknown-tool guard is on and stops at 30 misses."""
         llm = ScriptedModel(forever(("no_such_tool", {})))
-        agent = make_agent(llm, counter, LoopGuardCapability(), retries={"tools": 100})
+        guard = LoopGuardCapability(on_stop="raise")
+        agent = make_agent(llm, counter, guard, retries={"tools": 100})
         with pytest.raises(lw.CircuitBreakerTripped) as stop:
             run(agent, mode)
         assert stop.value.count == 30
@@ -949,3 +950,25 @@ def test_a_denial_is_pydantic_ais_own_answer(counter: Counter) -> None:
     assert isinstance(again.output, DeferredToolRequests)
     assert again.output.metadata["c15"][KEY]["report"]["calls"] == 8
     assert len(counter.runs) == 10
+
+
+def test_a_stop_on_a_missing_tool_ends_with_the_last_answer(counter: Counter) -> None:
+    """Calls of a tool that does not exist never reach a tool hook, so even where a person
+    could be asked the unknown-tool stop ends the run with the model's last answer."""
+
+    def made_up(body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):
+            return FINAL
+        return [("no_such_tool", {"q": "x"}, f"c{len(body['messages'])}")]
+
+    with ChatServer(made_up) as server:
+        guard = LoopGuardCapability(SMALL)
+        agent = polling_agent(
+            openai_model(server), counter, guard, output_type=ASKING, retries={"tools": 100}
+        )
+        result = agent.run_sync("Is job 42 done?")
+    report = report_of(result.metadata[KEY])
+    assert (report.code, report.tool, report.count) == ("unknown_tool_repeat", "no_such_tool", 7)
+    assert result.output == f"{FINAL}\n\n{report.summary()}"
+    assert "tools" not in server.requests[-1]
+    assert len(server.requests) == report.calls + 1  # one call per request, then the last

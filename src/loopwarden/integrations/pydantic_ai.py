@@ -288,8 +288,14 @@ class LoopGuardCapability(AbstractCapability[Any]):
         for call in unknown:
             try:
                 await self._unknown_call(ctx, run, call)
-            except LoopAbort:
-                raise
+            except LoopAbort as stop:
+                if self._mode == "raise":
+                    raise
+                # No tool runs, so there is no call to defer for a person: whatever the
+                # mode, Pydantic AI answers this call and the next request is the last.
+                if self._stop is None:
+                    self._stop = _Ending(stop, _with_usage(ctx, _report(stop)))
+                break
             except Exception:
                 logger.exception("loopwarden could not guard a call of an unknown tool")
         return response
@@ -374,6 +380,8 @@ class LoopGuardCapability(AbstractCapability[Any]):
             )
         except LoopAbort as stop:
             self._on_stop(ctx, run, call, stop)
+        if answer.note is None and not answer.blocked:
+            return answer.value  # the common case, inline
         return _delivered(ctx, answer)
 
     # -- when loopwarden stops the run (onStop) ----------------------------------------
