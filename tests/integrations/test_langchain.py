@@ -32,7 +32,6 @@ from langgraph.types import Command, interrupt
 import loopwarden as lw
 from loopwarden.integrations.langchain import LoopGuardMiddleware
 from loopwarden.stopping import (
-    StopReport,
     ask_options,
     ask_question,
     fallback_answer,
@@ -43,6 +42,14 @@ from tests._snippets import snippet
 from tests.integrations._chat_server import ChatServer, Reply
 from tests.integrations._chat_server import tool_messages as sent_tool_messages
 from tests.integrations._drivers import _lc_model_class
+from tests.integrations._onstop import (
+    FINAL,
+    PARALLEL,
+    UNDERSTOOD,
+    poll_and_read,
+    report_of,
+    stuck_then_answers,
+)
 from tests.integrations._shared import BLOCKED, SMALL, Counter
 
 Script = Callable[[list[BaseMessage]], AIMessage]
@@ -694,41 +701,10 @@ def test_docs_example_runs(counter: Counter) -> None:
 
 
 # -- When loopwarden stops the run (onStop), with LangChain's real OpenAI client ----------
-FINAL = "Job 42 stayed pending through every check; the job runner needs a look."
-UNDERSTOOD = "Understood: I will check job 43 instead."
-
-
-def stuck_then_answers(body: dict[str, Any]) -> Reply:
-    """The scripted model: polls job 42 while it is offered tools, answers when it is not,
-    and follows a person's note when one answers its call."""
-    if not body.get("tools"):
-        return FINAL
-    last = body["messages"][-1]
-    if last.get("role") == "tool" and "decided the run should go on" in str(last["content"]):
-        return UNDERSTOOD
-    turn = sum(m.get("role") == "assistant" for m in body["messages"])
-    return [("poll_status", {"job": "42"}, f"c{turn}")]
-
-
 def openai_model(server: ChatServer) -> Any:
     """LangChain's OpenAI chat model, talking HTTP to the scripted server."""
     chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
     return chat_openai(model="scripted", base_url=server.url, api_key="none", max_retries=0)
-
-
-def report_of(found: dict[str, Any]) -> StopReport:
-    """The StopReport behind a ``loopwarden`` metadata entry."""
-    return StopReport(
-        found["code"],
-        found["tool"],
-        found["count"],
-        found["message"],
-        found["calls"],
-        found["refused"],
-        found["run_id"],
-        found["tokens"],
-        found["turns"],
-    )
 
 
 THREAD = {"configurable": {"thread_id": "ask"}}
@@ -958,30 +934,11 @@ def test_parallel_calls_get_one_question(counter: Counter, poll_status: Any) -> 
         """Read the build log from an offset."""
         return f"log {offset}"
 
-    def both(body: dict[str, Any]) -> Reply:
-        if not body.get("tools"):
-            return FINAL
-        turn = sum(m.get("role") == "assistant" for m in body["messages"])
-        return [
-            ("poll_status", {"job": "42"}, f"p{turn}"),
-            ("read_log", {"offset": turn}, f"r{turn}"),
-        ]
-
-    config = {
-        "tools": {
-            "loopDetection": {
-                "enabled": True,
-                "warningThreshold": 4,
-                "criticalThreshold": 6,
-                "globalCircuitBreakerThreshold": 8,
-            }
-        }
-    }
-    with ChatServer(both) as server:
+    with ChatServer(poll_and_read) as server:
         agent = create_agent(
             openai_model(server),
             [poll_status, read_log],
-            middleware=[LoopGuardMiddleware(config)],
+            middleware=[LoopGuardMiddleware(PARALLEL)],
             checkpointer=InMemorySaver(),
         )
         paused = agent.invoke(user(), THREAD)

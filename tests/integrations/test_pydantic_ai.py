@@ -44,7 +44,6 @@ from pydantic_ai.tools import (
 import loopwarden as lw
 from loopwarden.integrations.pydantic_ai import KEY, LoopGuardCapability, answer_stop
 from loopwarden.stopping import (
-    StopReport,
     ask_options,
     ask_question,
     fallback_answer,
@@ -54,6 +53,14 @@ from loopwarden.stopping import (
 from tests._snippets import snippet
 from tests.integrations._chat_server import ChatServer, Reply
 from tests.integrations._chat_server import tool_messages as sent_tool_messages
+from tests.integrations._onstop import (
+    FINAL,
+    PARALLEL,
+    UNDERSTOOD,
+    poll_and_read,
+    report_of,
+    stuck_then_answers,
+)
 from tests.integrations._shared import BLOCKED, SMALL, Counter
 
 Script = Callable[[list[ModelMessage]], ModelResponse]
@@ -506,22 +513,6 @@ def test_made_up_tool_with_deeply_nested_arguments_is_handled(counter: Counter) 
 
 
 # -- When loopwarden stops the run (onStop), with Pydantic AI's real OpenAI client --------
-FINAL = "Job 42 stayed pending through every check; the job runner needs a look."
-UNDERSTOOD = "Understood: I will check job 43 instead."
-
-
-def stuck_then_answers(body: dict[str, Any]) -> Reply:
-    """The scripted model: polls job 42 while it is offered tools, answers when it is not,
-    and follows a person's note when one answers its call."""
-    if not body.get("tools"):
-        return FINAL
-    last = body["messages"][-1]
-    if last.get("role") == "tool" and "decided the run should go on" in str(last["content"]):
-        return UNDERSTOOD
-    turn = sum(m.get("role") == "assistant" for m in body["messages"])
-    return [("poll_status", {"job": "42"}, f"c{turn}")]
-
-
 def openai_model(server: ChatServer) -> Any:
     """Pydantic AI's OpenAI chat model, talking HTTP to the scripted server (no retries)."""
     openai = pytest.importorskip("openai")
@@ -530,23 +521,6 @@ def openai_model(server: ChatServer) -> Any:
 
     client = openai.AsyncOpenAI(base_url=server.url, api_key="none", max_retries=0)
     return OpenAIChatModel("scripted", provider=OpenAIProvider(openai_client=client))
-
-
-def report_of(found: dict[str, Any]) -> StopReport:
-    """The StopReport behind a ``loopwarden`` metadata entry."""
-    return StopReport(
-        found["code"],
-        found["tool"],
-        found["count"],
-        found["message"],
-        found["calls"],
-        found["refused"],
-        found["run_id"],
-        found["tokens"],
-        found["turns"],
-        found["turn_limit"],
-        "request_limit" if found["turn_limit"] is not None else None,
-    )
 
 
 def polling_agent(model: Any, counter: Counter, capability: LoopGuardCapability, **kw: Any) -> Any:
@@ -890,28 +864,9 @@ def test_parallel_calls_get_one_question(counter: Counter) -> None:
     """Two calls per turn under ``ask``: only the stopped tool's call is deferred; the other
     call of the stopped turn ran or failed with the stop's message."""
 
-    def both(body: dict[str, Any]) -> Reply:
-        if not body.get("tools"):
-            return FINAL
-        turn = sum(m.get("role") == "assistant" for m in body["messages"])
-        return [
-            ("poll_status", {"job": "42"}, f"p{turn}"),
-            ("read_log", {"offset": turn}, f"r{turn}"),
-        ]
-
-    config = {
-        "tools": {
-            "loopDetection": {
-                "enabled": True,
-                "warningThreshold": 4,
-                "criticalThreshold": 6,
-                "globalCircuitBreakerThreshold": 8,
-            }
-        }
-    }
-    with ChatServer(both) as server:
+    with ChatServer(poll_and_read) as server:
         agent = polling_agent(
-            openai_model(server), counter, LoopGuardCapability(config), output_type=ASKING
+            openai_model(server), counter, LoopGuardCapability(PARALLEL), output_type=ASKING
         )
 
         @agent.tool_plain

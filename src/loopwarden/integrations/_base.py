@@ -30,6 +30,7 @@ from ..engine.runtime import Decision
 from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
 from ..hashing import ToolOutcome
+from ..stopping import StopReport
 
 __all__ = [
     "Answer",
@@ -42,6 +43,7 @@ __all__ = [
     "parse_arguments",
     "require",
     "resolve_guard",
+    "stop_report",
 ]
 
 K = TypeVar("K")
@@ -229,6 +231,14 @@ async def aguarded_call(
         else await run.aafter_call(name, params, call_id, result=result)
     )
     return Answer(value, note, decision)
+
+
+def stop_report(stop: LoopAbort) -> StopReport:
+    """The report of a stop (one a RunGuard raised carries it; any other gets the basics)."""
+    report = stop.report
+    if report is None:
+        report = StopReport(stop.code, stop.tool_name, stop.count, stop.message)
+    return report
 
 
 def append_note(text: str, note: str | None) -> str:

@@ -81,6 +81,7 @@ from ._base import (
     learn_tool,
     require,
     resolve_guard,
+    stop_report,
 )
 
 require("langchain.agents", "langchain")
@@ -511,7 +512,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         assert asked is not None  # _triage put it there
         stop = asked[1]
         tokens, turns = _usage(_state_get(request.state, "messages") or [])
-        payload = _ask_payload(stop, _report(stop).with_usage(tokens=tokens, turns=turns))
+        payload = _ask_payload(stop, stop_report(stop).with_usage(tokens=tokens, turns=turns))
         while True:
             value = interrupt(payload)
             choice, note = _parse_answer(value)
@@ -782,13 +783,6 @@ def _with_note(result: Any, message: ToolMessage, note: str) -> Any:
 
 
 # -- onStop helpers ---------------------------------------------------------------------
-def _report(stop: LoopAbort) -> StopReport:
-    report = stop.report
-    if report is None:  # a stop raised by something other than a RunGuard
-        report = StopReport(stop.code, stop.tool_name, stop.count, stop.message)
-    return report
-
-
 def _stopped(request: ToolCallRequest, stop: LoopAbort, action: str) -> ToolMessage:
     """The answer to a call the stop refused: the stop's message, its report in the
     metadata. ``action`` ``"stop"`` makes the next model call the run's last one;
@@ -799,7 +793,7 @@ def _stopped(request: ToolCallRequest, stop: LoopAbort, action: str) -> ToolMess
         name=call["name"],
         tool_call_id=call.get("id") or "",
         status="error",
-        response_metadata={"loopwarden": {**_report(stop).to_dict(), "action": action}},
+        response_metadata={"loopwarden": {**stop_report(stop).to_dict(), "action": action}},
     )
 
 

@@ -78,6 +78,7 @@ from ._base import (
     parse_arguments,
     require,
     resolve_guard,
+    stop_report,
 )
 
 require("pydantic_ai", "pydantic-ai")
@@ -294,7 +295,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
                 # No tool runs, so there is no call to defer for a person: whatever the
                 # mode, Pydantic AI answers this call and the next request is the last.
                 if self._stop is None:
-                    self._stop = _Ending(stop, _with_usage(ctx, _report(stop)))
+                    self._stop = _Ending(stop, _with_usage(ctx, stop_report(stop)))
                 break
             except Exception:
                 logger.exception("loopwarden could not guard a call of an unknown tool")
@@ -394,7 +395,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
         if mode == "raise":
             raise stop
         try:
-            report = _with_usage(ctx, _report(stop))
+            report = _with_usage(ctx, stop_report(stop))
         except Exception:  # the stop is still a stop: raised, as before onStop
             logger.exception("loopwarden could not handle a stop (onStop); raising it")
             raise stop from None
@@ -440,7 +441,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
         try:
             decision = await run.aresume(stop, choice, None if note is None else str(note))
         except LoopAbort as final:  # "stop", or a stop no person may lift
-            self._end_with_answer(final, _report(final))
+            self._end_with_answer(final, stop_report(final))
         if decision.action != "allow":
             return decision.message or ""  # "continue": the person's note answers the call
         answer = await aguarded_call(
@@ -530,13 +531,6 @@ def _admits_deferred(spec: Any) -> bool:
     if typing.get_origin(spec) in (typing.Union, types.UnionType):
         return any(_admits_deferred(item) for item in typing.get_args(spec))
     return False
-
-
-def _report(stop: LoopAbort) -> StopReport:
-    report = stop.report
-    if report is None:  # a stop raised by something other than a RunGuard
-        report = StopReport(stop.code, stop.tool_name, stop.count, stop.message)
-    return report
 
 
 def _with_usage(ctx: RunContext[Any], report: StopReport) -> StopReport:
