@@ -1041,3 +1041,27 @@ def test_a_question_left_unanswered_is_closed_by_the_next_message(poll_status: A
     asked = next(m for m in tool_messages(out["messages"]) if m.tool_call_id == "c7")
     assert asked.status == "error" and asked.content.startswith("CRITICAL: the loopwarden")
     assert len(guard.guard.store) == 0 and not guard._asking
+
+
+def test_an_answer_reaches_the_run_through_a_shared_store(
+    counter: Counter, poll_status: Any, tmp_path: Path
+) -> None:
+    """The graph is resumed through another middleware object (an agent built again, or
+    another process) on the same SQLite store: the stopped run is found there, the
+    question is answered, and "allow once" runs the call."""
+    store = f"sqlite:///{tmp_path / 'lw.db'}"
+    saver = InMemorySaver()
+    with ChatServer(stuck_then_answers) as server:
+
+        def build() -> Any:
+            guard = LoopGuardMiddleware(SMALL, store=store)
+            return create_agent(
+                openai_model(server), [poll_status], middleware=[guard], checkpointer=saver
+            )
+
+        assert "__interrupt__" in build().invoke(user(), THREAD)
+        out = build().invoke(Command(resume={"choice": "allow_once"}), THREAD)
+    assert len(counter.runs) == 6
+    (again,) = out["__interrupt__"]
+    # The refusal seen again by the new middleware is counted once more (documented).
+    assert again.value["call_id"] == "c8" and again.value["report"]["calls"] == 10

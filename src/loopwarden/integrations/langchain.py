@@ -463,7 +463,9 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         if request.tool_call["name"] != stop.tool_name:
             return "refuse"
         call_id = stop.call_id
-        asked = self._asking.get_or_create((run.run_id, run.session_id), lambda: (call_id, stop))
+        key = (run.run_id, run.session_id)
+        # Kept until the answer comes: without its traceback, which holds the graph's frames.
+        asked = self._asking.get_or_create(key, lambda: (call_id, stop.with_traceback(None)))
         return "ask" if asked[0] == call_id else "refuse"
 
     def _triaged(self, run: RunGuard, request: ToolCallRequest, stop: LoopAbort) -> str:

@@ -232,18 +232,23 @@ class LoopGuardCapability(AbstractCapability[Any]):
         ending = self._stop
         if ending is None:
             return request_context
-        params = request_context.model_request_parameters
-        ending.plain = params.allow_text_output and params.output_object is None
-        changes: dict[str, Any] = {"function_tools": [], "native_tools": []}
-        if ending.plain:
-            changes["output_tools"] = []  # the output may be text: no tools at all
+        try:
+            params = request_context.model_request_parameters
+            ending.plain = params.allow_text_output and params.output_object is None
+            changes: dict[str, Any] = {"function_tools": [], "native_tools": []}
+            if ending.plain:
+                changes["output_tools"] = []  # the output may be text: no tools at all
+            last = dataclasses.replace(
+                request_context, model_request_parameters=dataclasses.replace(params, **changes)
+            )
+        except Exception:  # prepare_tools has removed the function tools all the same
+            logger.exception("loopwarden could not prepare the last model request")
+            return request_context
         if not ending.instructed:  # once, even if the request is made again
             ending.instructed = True
             instruction = final_answer_request(ending.report)
             _enqueue(ctx, instruction if ending.plain else instruction + _STRUCTURED)
-        return dataclasses.replace(
-            request_context, model_request_parameters=dataclasses.replace(params, **changes)
-        )
+        return last
 
     async def on_model_request_error(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, error: Exception
@@ -404,7 +409,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
             if not self._asked and call.tool_name == stop.tool_name:
                 self._asked = True
                 stop.report = report  # what the run had used, for the answer "stop"
-                self._asks[stop.call_id] = stop
+                self._asks[stop.call_id] = stop.with_traceback(None)  # not its frames
                 raise ApprovalRequired(metadata={KEY: _question(report, stop)})
             raise ToolFailed(stop.message)  # a parallel call: the run waits for the answer
         self._end_with_answer(stop, report)
