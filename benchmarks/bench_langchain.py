@@ -6,7 +6,8 @@ with different arguments every time (so nothing is ever warned or blocked).
 1. End to end: the agent runs bare; with a middleware that has the same hooks
    as :class:`LoopGuardMiddleware` but does nothing (what LangChain itself
    charges for those interception points: every ``wrap_*`` hook runs inside a
-   LangSmith ``traceable`` span, and ``before_agent``/``after_agent`` are graph
+   LangSmith ``traceable`` span, ``wrap_model_call`` (the last answer after a
+   stop) once per model call, and ``before_agent``/``after_agent`` are graph
    nodes); and with :class:`LoopGuardMiddleware`. Process CPU time (all
    threads: LangGraph runs tools in a thread pool), whole invocations, so the
    once-per-invocation work is spread over the calls (``--calls 1`` shows it
@@ -114,6 +115,12 @@ class NoopMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         return handler(request)
 
     async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
         return await handler(request)
 
 

@@ -17,7 +17,6 @@ from langchain.tools import tool
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
-from loopwarden import CircuitBreakerTripped
 from loopwarden.integrations.langchain import LoopGuardMiddleware
 
 
@@ -44,7 +43,7 @@ def poll_status(job: str) -> str:
 
 guard = LoopGuardMiddleware({"tools": {"loopDetection": {"enabled": True}}})
 agent = create_agent(model, [poll_status], middleware=[guard], name="support-bot")
-try:
-    agent.invoke({"messages": [{"role": "user", "content": "Is job 42 done?"}]})
-except CircuitBreakerTripped as stop:
-    print("stopped:", stop.code, stop.tool_name, stop.count)
+result = agent.invoke({"messages": [{"role": "user", "content": "Is job 42 done?"}]})
+stop = result["messages"][-1].response_metadata.get("loopwarden")
+if stop:  # loopwarden stopped the run; the last message is the model's last answer
+    print("stopped:", stop["code"], stop["tool"], stop["count"])

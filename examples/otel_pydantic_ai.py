@@ -58,7 +58,9 @@ def main(endpoint: str) -> int:
         name="release-bot",
         capabilities=[
             Instrumentation(settings=InstrumentationSettings(tracer_provider=provider)),
-            LoopGuardCapability(CONFIG),
+            # The stop ends the run with an exception, as the screenshot shows (the
+            # default would end it with the model's last answer instead).
+            LoopGuardCapability(CONFIG, on_stop="raise"),
         ],
     )
 

@@ -15,7 +15,6 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from loopwarden import CircuitBreakerTripped
 from loopwarden.integrations.pydantic_ai import LoopGuardCapability
 
 ids = itertools.count(1)
@@ -39,7 +38,7 @@ def poll_status(job: str) -> str:
     return "pending"
 
 
-try:
-    agent.run_sync("Is job 42 done?")
-except CircuitBreakerTripped as stop:
-    print("stopped:", stop.code, stop.tool_name, stop.count)
+result = agent.run_sync("Is job 42 done?")
+stop = (result.metadata or {}).get("loopwarden")
+if stop:  # loopwarden stopped the run; the output is the model's last answer
+    print("stopped:", stop["code"], stop["tool"], stop["count"])

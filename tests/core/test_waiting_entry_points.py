@@ -44,7 +44,7 @@ class TestPydanticAI:
             )
 
         agent: Agent[None, str] = Agent(
-            FunctionModel(reply), capabilities=[LoopGuardCapability(guard)]
+            FunctionModel(reply), capabilities=[LoopGuardCapability(guard, on_stop="raise")]
         )
         polls = itertools.count(1)
 

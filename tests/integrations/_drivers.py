@@ -138,7 +138,9 @@ class LangChain(Driver):
     def adapter(self, config: Any, **guard_kwargs: Any) -> Any:
         from loopwarden.integrations.langchain import LoopGuardMiddleware
 
-        return LoopGuardMiddleware(config, **guard_kwargs)
+        # The shared scenarios check the stop itself: raise it (onStop in test_langchain.py).
+        on_stop = guard_kwargs.pop("on_stop", "raise")
+        return LoopGuardMiddleware(config, on_stop=on_stop, **guard_kwargs)
 
     async def arun(
         self, adapter: Any, script: Script, tools: list[Any], *, compact: bool = False
@@ -192,7 +194,9 @@ class PydanticAI(Driver):
     def adapter(self, config: Any, **guard_kwargs: Any) -> Any:
         from loopwarden.integrations.pydantic_ai import LoopGuardCapability
 
-        return LoopGuardCapability(config, **guard_kwargs)
+        # The shared scenarios check the stop itself: raise it (onStop in test_pydantic_ai.py).
+        on_stop = guard_kwargs.pop("on_stop", "raise")
+        return LoopGuardCapability(config, on_stop=on_stop, **guard_kwargs)
 
     async def arun(
         self, adapter: Any, script: Script, tools: list[Any], *, compact: bool = False

@@ -31,8 +31,25 @@ from langgraph.types import Command, interrupt
 
 import loopwarden as lw
 from loopwarden.integrations.langchain import LoopGuardMiddleware
+from loopwarden.stopping import (
+    ask_options,
+    ask_question,
+    fallback_answer,
+    final_answer_request,
+    person_note,
+)
 from tests._snippets import snippet
+from tests.integrations._chat_server import ChatServer, Reply
+from tests.integrations._chat_server import tool_messages as sent_tool_messages
 from tests.integrations._drivers import _lc_model_class
+from tests.integrations._onstop import (
+    FINAL,
+    PARALLEL,
+    UNDERSTOOD,
+    poll_and_read,
+    report_of,
+    stuck_then_answers,
+)
 from tests.integrations._shared import BLOCKED, SMALL, Counter
 
 Script = Callable[[list[BaseMessage]], AIMessage]
@@ -112,7 +129,7 @@ class TestStuckAgent:
         """Warning from the 4th identical call, blocks from the 6th, the run stops at the 8th."""
         events: list[lw.LoopEvent] = []
         llm = model(forever(("poll_status", {"job": "42"})))
-        guard = LoopGuardMiddleware(SMALL, on_event=events.append)
+        guard = LoopGuardMiddleware(SMALL, on_event=events.append, on_stop="raise")
         agent = create_agent(llm, [poll_status], middleware=[guard])
 
         with pytest.raises(lw.CircuitBreakerTripped) as stop:
@@ -125,7 +142,9 @@ class TestStuckAgent:
         answers = [tool_messages(seen)[-1] for seen in llm.seen[1:]]
         assert [m.status for m in answers] == ["success"] * 5 + ["error"] * 2
         assert [m.content for m in answers[:3]] == ["pending"] * 3
-        assert answers[3].content.startswith("pending\n\nWARNING: poll_status has been called 3")
+        assert answers[3].content.startswith(
+            "pending\n\nWARNING: the job is still running: poll_status has been polled 3 times"
+        )
         assert answers[4].content == "pending"  # no repeat of the note until 2x the threshold
         for blocked in answers[5:]:
             assert blocked.content.startswith(BLOCKED)
@@ -171,7 +190,7 @@ class TestHallucinatedTool:
     def test_stopped_with_no_config_at_all(self, mode: str, poll_status: Any) -> None:
         """Defaults (detection unset): the unknown-tool guard is on and stops at 30 misses."""
         llm = model(forever(("no_such_tool", {})))
-        agent = create_agent(llm, [poll_status], middleware=[LoopGuardMiddleware()])
+        agent = create_agent(llm, [poll_status], middleware=[LoopGuardMiddleware(on_stop="raise")])
         with pytest.raises(lw.CircuitBreakerTripped) as stop:
             invoke(agent, mode)
         assert stop.value.count == 30
@@ -224,7 +243,8 @@ class TestCompaction:
     ) -> None:
         """A summary followed by three identical calls and results ends the run."""
         llm = model(forever(("poll_status", {"job": "42"})))
-        guard = LoopGuardMiddleware()  # defaults: only the post-compaction guard is on
+        # Defaults: only the post-compaction guard is on.
+        guard = LoopGuardMiddleware(on_stop="raise")
         middleware = (
             [summarizer(), guard] if order == "after_summarization" else [guard, summarizer()]
         )
@@ -405,7 +425,8 @@ class TestRunsAndSessions:
         assert "WARNING" in str(tool_messages(out["messages"])[-1].content)
 
     def test_state_is_forgotten_when_the_run_ends(self, poll_status: Any) -> None:
-        """A finished invocation leaves nothing in the store; a stopped one keeps its verdict."""
+        """A finished invocation leaves nothing in the store; one stopped under ``raise`` keeps
+        its verdict."""
         guard = lw.LoopGuard(SMALL)
         agent = create_agent(
             model(_four_calls), [poll_status], middleware=[LoopGuardMiddleware(guard)]
@@ -415,7 +436,7 @@ class TestRunsAndSessions:
         stuck = create_agent(
             model(forever(("poll_status", {"job": "42"}))),
             [poll_status],
-            middleware=[LoopGuardMiddleware(guard)],
+            middleware=[LoopGuardMiddleware(guard, on_stop="raise")],
         )
         with pytest.raises(lw.CircuitBreakerTripped):
             stuck.invoke(user())
@@ -565,8 +586,8 @@ def test_a_stopped_checkpointed_thread_continues(
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    """After a stop, the next invocation answers the stopped turn's calls, so a provider that
-    rejects unanswered tool calls accepts the thread's history."""
+    """After a stop under ``raise``, the next invocation answers the stopped turn's calls, so
+    a provider that rejects unanswered tool calls accepts the thread's history."""
 
     @tool
     def read_log(offset: int) -> str:
@@ -575,7 +596,7 @@ def test_a_stopped_checkpointed_thread_continues(
 
     checkpointer = _saver(saver, tmp_path, request)
     llm = strict(_stuck_until_asked_again)
-    guard = LoopGuardMiddleware(SMALL)
+    guard = LoopGuardMiddleware(SMALL, on_stop="raise")
     agent = create_agent(
         llm, [poll_status, read_log], middleware=[guard], checkpointer=checkpointer
     )
@@ -638,7 +659,7 @@ def test_the_documented_manual_repair_works(poll_status: Any) -> None:
     guarded = create_agent(
         strict(_stuck_until_asked_again),
         [poll_status],
-        middleware=[LoopGuardMiddleware(SMALL)],
+        middleware=[LoopGuardMiddleware(SMALL, on_stop="raise")],
         checkpointer=saver,
     )
     with pytest.raises(lw.CircuitBreakerTripped):
@@ -677,3 +698,370 @@ def test_docs_example_runs(counter: Counter) -> None:
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "langchain-quickstart", "exec"), namespace)
     assert printed.getvalue().strip() == "stopped: global_circuit_breaker poll_status 30"
+
+
+# -- When loopwarden stops the run (onStop), with LangChain's real OpenAI client ----------
+def openai_model(server: ChatServer) -> Any:
+    """LangChain's OpenAI chat model, talking HTTP to the scripted server."""
+    chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
+    return chat_openai(model="scripted", base_url=server.url, api_key="none", max_retries=0)
+
+
+THREAD = {"configurable": {"thread_id": "ask"}}
+
+
+def asking_agent(server: ChatServer, poll_status: Any, **options: Any) -> Any:
+    """An agent with a checkpointer: a person can be asked (the default there)."""
+    guard = LoopGuardMiddleware(SMALL, **options)
+    return create_agent(
+        openai_model(server), [poll_status], middleware=[guard], checkpointer=InMemorySaver()
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_answer_ends_the_run_with_the_models_last_answer(
+    mode: str, counter: Counter, poll_status: Any
+) -> None:
+    """No checkpointer, so nobody to ask: the stop ends the run with one more model call over
+    HTTP, without tools and told why; its text, with the summary as the last paragraph, is
+    the run's last message, which holds the report."""
+    with ChatServer(stuck_then_answers) as server:
+        guard = LoopGuardMiddleware(SMALL)
+        agent = create_agent(openai_model(server), [poll_status], middleware=[guard])
+        out = invoke(agent, mode)
+    last = out["messages"][-1]
+    found = last.response_metadata["loopwarden"]
+    report = report_of(found)
+    assert (report.code, report.tool, report.count) == ("global_circuit_breaker", "poll_status", 7)
+    assert (report.calls, report.refused) == (8, 3)
+    assert (report.tokens, report.turns) == (8 * 15, 8)  # the server reports 15 per call
+    assert found["summary"] == report.summary()
+    assert last.content == f"{FINAL}\n\n{report.summary()}"
+    assert not last.tool_calls and len(counter.runs) == 5
+    # The last request: no tools, the stop answering the stopped call, then the instruction.
+    assert len(server.requests) == 9
+    assert all(body.get("tools") for body in server.requests[:8])
+    body = server.requests[-1]
+    assert "tools" not in body and "tool_choice" not in body
+    *_, stopped, instruction = body["messages"]
+    assert stopped == {"role": "tool", "tool_call_id": "c7", "content": report.message}
+    assert instruction == {"role": "user", "content": final_answer_request(report)}
+    assert guard.guard.store is not None and len(guard.guard.store) == 0  # the run ended
+
+
+def test_answer_falls_back_when_the_last_call_still_asks_for_tools(poll_status: Any) -> None:
+    """A model that asks for a tool even without tools: the run ends with the fallback text."""
+
+    def always_polls(body: dict[str, Any]) -> Reply:
+        return [("poll_status", {"job": "42"}, f"c{len(body['messages'])}")]
+
+    with ChatServer(always_polls) as server:
+        agent = create_agent(
+            openai_model(server), [poll_status], middleware=[LoopGuardMiddleware(SMALL)]
+        )
+        out = agent.invoke(user())
+    last = out["messages"][-1]
+    report = report_of(last.response_metadata["loopwarden"])
+    assert last.content == fallback_answer(report) and not last.tool_calls
+    assert last.content.startswith(report.summary())
+    assert "tools" not in server.requests[-1]
+
+
+def test_answer_falls_back_when_the_last_call_fails(poll_status: Any, lw_logs: Any) -> None:
+    """The last model call fails (HTTP 500): no exception reaches the caller, the run ends
+    with the fallback text, and the failure is logged."""
+
+    def fails_without_tools(body: dict[str, Any]) -> Reply:
+        return stuck_then_answers(body) if body.get("tools") else (500, "model overloaded")
+
+    with ChatServer(fails_without_tools) as server:
+        agent = create_agent(
+            openai_model(server), [poll_status], middleware=[LoopGuardMiddleware(SMALL)]
+        )
+        out = agent.invoke(user())
+    last = out["messages"][-1]
+    assert last.content == fallback_answer(report_of(last.response_metadata["loopwarden"]))
+    assert "loopwarden's last model call failed" in lw_logs.text
+
+
+def test_raise_propagates_the_stop(poll_status: Any) -> None:
+    """``on_stop="raise"``: the stop leaves ``invoke`` with its report; no last model call."""
+    with ChatServer(stuck_then_answers) as server:
+        guard = LoopGuardMiddleware(SMALL, on_stop="raise")
+        agent = create_agent(openai_model(server), [poll_status], middleware=[guard])
+        with pytest.raises(lw.CircuitBreakerTripped) as stop:
+            agent.invoke(user())
+    assert stop.value.report is not None and stop.value.report.calls == 8
+    assert len(server.requests) == 8
+
+
+def test_on_stop_from_the_config_and_a_wrong_value() -> None:
+    """``loopwarden.onStop`` in the config applies when no argument is given; an unknown
+    value is refused when the middleware is made."""
+    config = {**SMALL, "loopwarden": {"onStop": "raise"}}
+    guard = LoopGuardMiddleware(config)
+    assert guard.on_stop is None and guard.guard.config.settings.on_stop == "raise"
+    with pytest.raises(ValueError, match="on_stop must be"):
+        LoopGuardMiddleware(SMALL, on_stop="explode")  # type: ignore[arg-type]
+
+
+def test_config_raise_is_the_run_default(poll_status: Any) -> None:
+    """With ``loopwarden.onStop: raise`` a checkpointed agent raises instead of asking."""
+    with ChatServer(stuck_then_answers) as server:
+        agent = create_agent(
+            openai_model(server),
+            [poll_status],
+            middleware=[LoopGuardMiddleware({**SMALL, "loopwarden": {"onStop": "raise"}})],
+            checkpointer=InMemorySaver(),
+        )
+        with pytest.raises(lw.CircuitBreakerTripped):
+            agent.invoke(user(), THREAD)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ask_interrupts_with_the_question(mode: str, counter: Counter, poll_status: Any) -> None:
+    """With a checkpointer the stop is put to the person through LangGraph's interrupt: the
+    question, the three choices and the report; the stopped call has not run."""
+    with ChatServer(stuck_then_answers) as server:
+        paused = invoke(asking_agent(server, poll_status), mode, config=THREAD)
+    (pending,) = paused["__interrupt__"]
+    question = pending.value
+    report = report_of(question["report"])
+    assert question["question"] == ask_question(report)
+    assert question["options"] == ask_options()
+    assert (question["tool"], question["call_id"]) == ("poll_status", "c7")
+    assert (report.code, report.calls, report.tokens) == ("global_circuit_breaker", 8, 8 * 15)
+    assert len(counter.runs) == 5 and len(server.requests) == 8
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ask_allow_once_runs_the_call_and_the_next_repeat_asks_again(
+    mode: str, counter: Counter, poll_status: Any
+) -> None:
+    """ "Allow once": the refused call runs once and its result reaches the model; the rules
+    kept their counts, so the next repeat is stopped and asked about again."""
+    with ChatServer(stuck_then_answers) as server:
+        agent = asking_agent(server, poll_status)
+        invoke(agent, mode, config=THREAD)
+        out = invoke(agent, mode, Command(resume={"choice": "allow_once"}), THREAD)
+    assert len(counter.runs) == 6
+    assert sent_tool_messages(server.requests[8])["c7"].startswith("pending")
+    (again,) = out["__interrupt__"]
+    assert again.value["call_id"] == "c8"
+    assert (again.value["report"]["calls"], again.value["report"]["refused"]) == (9, 4)
+
+
+def test_ask_stop_ends_the_run_as_answer_does(counter: Counter, poll_status: Any) -> None:
+    """ "Stop" (a plain string is accepted): the run ends with the last answer, no tools
+    offered, the report on the final message."""
+    with ChatServer(stuck_then_answers) as server:
+        agent = asking_agent(server, poll_status)
+        agent.invoke(user(), THREAD)
+        out = agent.invoke(Command(resume="stop"), THREAD)
+    assert "__interrupt__" not in out
+    last = out["messages"][-1]
+    report = report_of(last.response_metadata["loopwarden"])
+    assert last.content == f"{FINAL}\n\n{report.summary()}"
+    assert "tools" not in server.requests[-1] and len(server.requests) == 9
+    assert len(counter.runs) == 5
+
+
+def test_ask_continue_gives_the_model_the_note(counter: Counter, poll_status: Any) -> None:
+    """ "Continue" with a note: the model reads the note instead of the call's result, with
+    its tools, and the run goes on to its own answer."""
+    note = "Check job 43 instead."
+    with ChatServer(stuck_then_answers) as server:
+        agent = asking_agent(server, poll_status)
+        agent.invoke(user(), THREAD)
+        out = agent.invoke(Command(resume={"choice": "continue", "note": note}), THREAD)
+    assert sent_tool_messages(server.requests[8])["c7"] == person_note(note)
+    assert server.requests[8].get("tools")
+    last = out["messages"][-1]
+    assert last.content == UNDERSTOOD and "loopwarden" not in last.response_metadata
+    assert len(counter.runs) == 5
+
+
+def test_ask_again_after_an_answer_that_is_not_a_choice(poll_status: Any) -> None:
+    """An answer that is none of the three is asked again, saying what was wrong."""
+    with ChatServer(stuck_then_answers) as server:
+        agent = asking_agent(server, poll_status)
+        agent.invoke(user(), THREAD)
+        out = agent.invoke(Command(resume={"choice": "maybe"}), THREAD)
+        (again,) = out["__interrupt__"]
+        assert "unknown answer 'maybe'" in again.value["error"]
+        assert again.value["question"] and len(server.requests) == 8
+        done = agent.invoke(Command(resume="stop"), THREAD)
+    assert done["messages"][-1].content.startswith(FINAL)
+
+
+def test_ask_without_a_checkpointer_answers(poll_status: Any) -> None:
+    """``on_stop="ask"`` where nobody can be asked (no checkpointer) acts as ``answer``."""
+    with ChatServer(stuck_then_answers) as server:
+        guard = LoopGuardMiddleware(SMALL, on_stop="ask")
+        agent = create_agent(openai_model(server), [poll_status], middleware=[guard])
+        out = agent.invoke(user())
+    assert "__interrupt__" not in out
+    assert out["messages"][-1].content.startswith(FINAL)
+
+
+def test_the_post_compaction_abort_is_never_asked(poll_status: Any) -> None:
+    """The post-compaction abort ends the run with a last answer even where a person could
+    be asked; the model's last call gets the instruction and no tools."""
+    llm = model(forever(("poll_status", {"job": "42"})))
+    agent = create_agent(
+        llm,
+        [poll_status],
+        middleware=[summarizer(), LoopGuardMiddleware()],
+        checkpointer=InMemorySaver(),
+    )
+    out = agent.invoke(user(), THREAD)
+    assert "__interrupt__" not in out
+    last = out["messages"][-1]
+    report = report_of(last.response_metadata["loopwarden"])
+    assert report.code == "compaction_loop_persisted"
+    assert last.content == fallback_answer(report)  # the scripted model only ever polls
+    final_call = llm.seen[-1]
+    assert isinstance(final_call[-1], HumanMessage)
+    assert final_call[-1].content == final_answer_request(report)
+
+
+def test_parallel_calls_get_one_question(counter: Counter, poll_status: Any) -> None:
+    """Two calls per turn: only the stopped tool's call is asked about; the other one of
+    the stopped turn ran or was answered as refused, and "stop" ends the run."""
+
+    @tool
+    def read_log(offset: int) -> str:
+        """Read the build log from an offset."""
+        return f"log {offset}"
+
+    with ChatServer(poll_and_read) as server:
+        agent = create_agent(
+            openai_model(server),
+            [poll_status, read_log],
+            middleware=[LoopGuardMiddleware(PARALLEL)],
+            checkpointer=InMemorySaver(),
+        )
+        paused = agent.invoke(user(), THREAD)
+        (pending,) = paused["__interrupt__"]
+        assert pending.value["tool"] == "poll_status"
+        out = agent.invoke(Command(resume="stop"), THREAD)
+    stopped_turn = pending.value["call_id"][1:]
+    answers = {m.tool_call_id: m for m in tool_messages(out["messages"])}
+    sibling = answers[f"r{stopped_turn}"]
+    if sibling.content != f"log {stopped_turn}":  # it came after the stop: refused, not run
+        assert sibling.response_metadata["loopwarden"]["action"] == "refused"
+    assert out["messages"][-1].content.startswith(FINAL)
+
+
+def test_the_documented_last_answer(poll_status: Any) -> None:
+    """docs/integrations-langchain.md's last answer, word for word: the model's text and the
+    summary of a stop at the 31st call with the default thresholds."""
+    with ChatServer(stuck_then_answers) as server:
+        guard = LoopGuardMiddleware({"tools": {"loopDetection": {"enabled": True}}})
+        agent = create_agent(openai_model(server), [poll_status], middleware=[guard])
+        out = agent.invoke(user())
+    assert out["messages"][-1].content == snippet("langchain-answer")
+
+
+def test_docs_ask_example_runs(counter: Counter, poll_status: Any) -> None:
+    """The documented ask loop: the question is printed, "continue" with a note, and the
+    model's own answer ends the run."""
+    code = snippet("langchain-ask")
+    printed = io.StringIO()
+    with ChatServer(stuck_then_answers) as server:
+        namespace = {
+            "model": openai_model(server),
+            "poll_status": poll_status,
+            "guard": LoopGuardMiddleware(SMALL),
+            "create_agent": create_agent,
+        }
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "langchain-ask", "exec"), namespace)
+    lines = printed.getvalue().splitlines()
+    assert lines[0].startswith("loopwarden stopped this run: the loopwarden global circuit")
+    assert lines[-1] == UNDERSTOOD and len(lines) == 2
+
+
+def test_answer_keeps_a_structured_response(poll_status: Any) -> None:
+    """With ``response_format``, the last call keeps the structured-output tool only; the
+    structured response is the result and the report is on the final message."""
+    from langchain.agents.structured_output import ToolStrategy
+    from pydantic import BaseModel
+
+    class Verdict(BaseModel):
+        """Whether the job is done."""
+
+        done: bool
+
+    def structured(body: dict[str, Any]) -> Reply:
+        names = [t["function"]["name"] for t in body.get("tools", [])]
+        if "poll_status" not in names:
+            return [("Verdict", {"done": False}, "v1")]
+        return stuck_then_answers(body)
+
+    with ChatServer(structured) as server:
+        agent = create_agent(
+            openai_model(server),
+            [poll_status],
+            middleware=[LoopGuardMiddleware(SMALL)],
+            response_format=ToolStrategy(Verdict),
+        )
+        out = agent.invoke(user())
+    assert out["structured_response"] == Verdict(done=False)
+    names = [t["function"]["name"] for t in server.requests[-1]["tools"]]
+    assert names == ["Verdict"]
+    final = [m for m in out["messages"] if isinstance(m, AIMessage)][-1]
+    assert [c["name"] for c in final.tool_calls] == ["Verdict"]
+    assert final.response_metadata["loopwarden"]["code"] == "global_circuit_breaker"
+
+
+def test_a_question_left_unanswered_is_closed_by_the_next_message(poll_status: Any) -> None:
+    """The caller sends a new message instead of an answer: the asked call gets the stop's
+    message, so a provider that rejects unanswered calls accepts the thread, and the new
+    invocation is a new run."""
+
+    def provider_like(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        called = {c["id"] for m in messages for c in m.get("tool_calls") or ()}
+        answered = {m["tool_call_id"] for m in messages if m.get("role") == "tool"}
+        if called - answered:
+            return (400, f"tool calls without answers: {sorted(called - answered)}")
+        if messages[-1].get("role") == "user" and "start over" in messages[-1]["content"]:
+            return "Starting over."
+        return stuck_then_answers(body)
+
+    with ChatServer(provider_like) as server:
+        guard = LoopGuardMiddleware(SMALL)
+        agent = create_agent(
+            openai_model(server), [poll_status], middleware=[guard], checkpointer=InMemorySaver()
+        )
+        assert "__interrupt__" in agent.invoke(user(), THREAD)
+        out = agent.invoke(user("Please start over."), THREAD)
+    assert out["messages"][-1].content == "Starting over."
+    asked = next(m for m in tool_messages(out["messages"]) if m.tool_call_id == "c7")
+    assert asked.status == "error" and asked.content.startswith("CRITICAL: the loopwarden")
+    assert len(guard.guard.store) == 0 and not guard._asking
+
+
+def test_an_answer_reaches_the_run_through_a_shared_store(
+    counter: Counter, poll_status: Any, tmp_path: Path
+) -> None:
+    """The graph is resumed through another middleware object (an agent built again, or
+    another process) on the same SQLite store: the stopped run is found there, the
+    question is answered, and "allow once" runs the call."""
+    store = f"sqlite:///{tmp_path / 'lw.db'}"
+    saver = InMemorySaver()
+    with ChatServer(stuck_then_answers) as server:
+
+        def build() -> Any:
+            guard = LoopGuardMiddleware(SMALL, store=store)
+            return create_agent(
+                openai_model(server), [poll_status], middleware=[guard], checkpointer=saver
+            )
+
+        assert "__interrupt__" in build().invoke(user(), THREAD)
+        out = build().invoke(Command(resume={"choice": "allow_once"}), THREAD)
+    assert len(counter.runs) == 6
+    (again,) = out["__interrupt__"]
+    # The refusal seen again by the new middleware is counted once more (documented).
+    assert again.value["call_id"] == "c8" and again.value["report"]["calls"] == 10

@@ -110,7 +110,7 @@ def test_pydantic_ai_tool_span(provider: tuple[TracerProvider, InMemorySpanExpor
         name="poller",
         capabilities=[
             Instrumentation(settings=InstrumentationSettings(tracer_provider=tracer_provider)),
-            LoopGuardCapability(CONFIG),
+            LoopGuardCapability(CONFIG, on_stop="raise"),
         ],
     )
 
@@ -320,7 +320,7 @@ def test_langchain_with_openinference(
     instrumentor = instrumentation.LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=tracer_provider)
     try:
-        middleware = LoopGuardMiddleware(CONFIG)
+        middleware = LoopGuardMiddleware(CONFIG, on_stop="raise")
         agent = create_agent(Stuck(), tools=[poll_status], middleware=[middleware], name="poller")
         with pytest.raises(lw.CircuitBreakerTripped):
             agent.invoke({"messages": [("user", "hi")]})

@@ -30,6 +30,7 @@ from ..engine.runtime import Decision
 from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
 from ..hashing import ToolOutcome
+from ..stopping import StopReport
 
 __all__ = [
     "Answer",
@@ -42,6 +43,7 @@ __all__ = [
     "parse_arguments",
     "require",
     "resolve_guard",
+    "stop_report",
 ]
 
 K = TypeVar("K")
@@ -151,6 +153,7 @@ def guarded_call(
     read: Read | None = None,
     failure: Failure | None = None,
     on_failure_note: Callable[[str], None] | None = None,
+    decided: Decision | None = None,
 ) -> Answer[T]:
     """Check, run and record one tool call (see the module docstring).
 
@@ -161,9 +164,11 @@ def guarded_call(
     outcome of an exception ``execute`` raised (by default the exception as
     the error; ``None``: not an outcome, e.g. an interrupt); the exception is
     re-raised either way, after a note for it went to ``on_failure_note``.
+    ``decided``: the decision already made for this call (a person's answer to a stop,
+    :meth:`~loopwarden.RunGuard.resume`), so the guard is not asked again.
     Raises the guard's stops (:class:`~loopwarden.errors.LoopAbort`).
     """
-    decision = run.before_call(name, params, call_id)
+    decision = run.before_call(name, params, call_id) if decided is None else decided
     if decision.action == "block":
         return Answer(None, None, decision, True)
     try:
@@ -192,14 +197,16 @@ async def aguarded_call(
     read: Read | None = None,
     failure: Failure | None = None,
     on_failure_note: Callable[[str], None] | None = None,
+    decided: Decision | None = None,
 ) -> Answer[T]:
     """Async form of :func:`guarded_call` (the plain guard methods on in-process stores)."""
     inline = run.inline
-    decision = (
-        run.before_call(name, params, call_id)
-        if inline
-        else await run.abefore_call(name, params, call_id)
-    )
+    if decided is not None:
+        decision = decided
+    elif inline:
+        decision = run.before_call(name, params, call_id)
+    else:
+        decision = await run.abefore_call(name, params, call_id)
     if decision.action == "block":
         return Answer(None, None, decision, True)
     try:
@@ -224,6 +231,14 @@ async def aguarded_call(
         else await run.aafter_call(name, params, call_id, result=result)
     )
     return Answer(value, note, decision)
+
+
+def stop_report(stop: LoopAbort) -> StopReport:
+    """The report of a stop (one a RunGuard raised carries it; any other gets the basics)."""
+    report = stop.report
+    if report is None:
+        report = StopReport(stop.code, stop.tool_name, stop.count, stop.message)
+    return report
 
 
 def append_note(text: str, note: str | None) -> str:

@@ -12,11 +12,26 @@ What the middleware does, all through the runtime guard (:mod:`loopwarden.guard`
 * ``wrap_tool_call`` / ``awrap_tool_call``: checks every tool call before it
   runs. A warning is appended to the ``ToolMessage`` the model reads; a blocked
   call is not executed and is answered with ``ToolMessage(status="error")``;
-  the circuit breaker and the post-compaction guard raise
-  :class:`~loopwarden.errors.CircuitBreakerTripped` /
-  :class:`~loopwarden.errors.CompactionLoopPersisted` out of ``invoke``.
-  Tool names the ToolNode does not know (``request.tool is None``) are counted
-  by the unknown-tool guard.
+  a stop (the circuit breaker, the post-compaction guard) does what ``on_stop``
+  says (below). Tool names the ToolNode does not know (``request.tool is None``)
+  are counted by the unknown-tool guard.
+* When loopwarden stops the run (``on_stop``, else ``loopwarden.onStop``, else
+  ``ask`` when the graph has a checkpointer and ``answer`` when it has none):
+
+  - ``answer``: the stopped call is answered with a ``ToolMessage`` whose
+    ``response_metadata["loopwarden"]`` holds the stop's report, and
+    ``wrap_model_call`` (which finds that message at the tail of the history)
+    makes one last model call with no tools and the final-answer instruction.
+    Its ``AIMessage`` ends the run, the report in its
+    ``response_metadata["loopwarden"]`` and the stop's summary as its last
+    paragraph (``stopping.fallback_answer`` when that call fails or still asks
+    for tools).
+  - ``ask``: LangGraph's ``interrupt()`` from inside the tool wrapper, with the
+    question, the three choices and the report; ``Command(resume={"choice": ...,
+    "note": ...})`` (or a plain choice string) applies the answer through
+    :meth:`~loopwarden.RunGuard.resume`. ``stop`` ends the run as ``answer`` does.
+  - ``raise``: :class:`~loopwarden.errors.CircuitBreakerTripped` /
+    :class:`~loopwarden.errors.CompactionLoopPersisted` out of ``invoke``.
 * ``before_agent``: starts a new loopwarden run for every invocation (the run
   id is the ``run_id`` of the invocation's config when given, else a fresh
   one) and keeps it in private graph state, so a run resumed after an
@@ -25,8 +40,8 @@ What the middleware does, all through the runtime guard (:mod:`loopwarden.guard`
 * A new ``SummarizationMiddleware`` summary at the head of the history arms
   the post-compaction guard (checked at the next tool call).
 * ``after_agent``: forgets the finished run's state.
-* After a stop, the stopped turn's tool calls have no answers in a
-  checkpointed thread (the ToolNode failed). The next invocation on the
+* After a stop under ``raise``, the stopped turn's tool calls have no answers
+  in a checkpointed thread (the ToolNode failed). The next invocation on the
   thread answers them first, with the stop message as a
   ``ToolMessage(status="error")`` placed right after the calls, so that the
   thread continues with a history every provider accepts.
@@ -43,8 +58,20 @@ from typing import Annotated, Any, cast
 from .._logging import logger
 from ..config import ConfigSource
 from ..engine.runtime import Decision
+from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
 from ..hashing import MISSING, ToolOutcome
+from ..stopping import (
+    Choice,
+    OnStop,
+    StopReport,
+    ask_options,
+    ask_question,
+    choose_on_stop,
+    fallback_answer,
+    final_answer_request,
+    parse_choice,
+)
 from ._base import (
     Answer,
     RunRegistry,
@@ -54,6 +81,7 @@ from ._base import (
     learn_tool,
     require,
     resolve_guard,
+    stop_report,
 )
 
 require("langchain.agents", "langchain")
@@ -64,15 +92,22 @@ from typing import NotRequired  # noqa: E402
 from langchain.agents.middleware import (  # noqa: E402 - after the extra check on purpose
     AgentMiddleware,
     AgentState,
+    ModelRequest,
+    ModelResponse,
 )
 from langchain.agents.middleware.types import PrivateStateAttr  # noqa: E402
-from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage  # noqa: E402
+from langchain_core.messages import (  # noqa: E402
+    AIMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langgraph.config import get_config  # noqa: E402
 from langgraph.errors import GraphBubbleUp  # noqa: E402
 from langgraph.graph.message import REMOVE_ALL_MESSAGES  # noqa: E402
 from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
-from langgraph.types import Command  # noqa: E402
+from langgraph.types import Command, interrupt  # noqa: E402
 
 __all__ = ["LoopGuardMiddleware", "LoopGuardState"]
 
@@ -84,6 +119,15 @@ _SUMMARY_SOURCE = "summarization"
 _NOT_A_TOOL = "is not a valid tool"
 
 ToolResult = ToolMessage | Command[Any]
+ModelHandler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
+AsyncModelHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+# Where LangGraph puts the run's checkpointer in a task's config (None without one): an
+# interrupt can only be answered in a graph that has one. Read, not imported: LangGraph
+# keeps the name among its backward-compatible constants only.
+_CHECKPOINTER_KEY = "__pregel_checkpointer"
+# The action in a ToolMessage's response_metadata["loopwarden"] that makes the next model
+# call the run's last (onStop "answer", or a person's "stop").
+_STOP = "stop"
 
 
 class LoopGuardState(AgentState[Any]):
@@ -101,6 +145,12 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             mapping (OpenClaw layout), or ``None`` for the defaults.
         agent_id: the agent whose per-agent config block applies; defaults to
             the ``name`` given to ``create_agent``.
+        on_stop: what a stop does: ``"answer"`` (a last model call without tools
+            writes the run's final answer), ``"ask"`` (LangGraph ``interrupt()``:
+            the caller resumes with the person's choice; needs a checkpointer,
+            else it acts as ``"answer"``) or ``"raise"``. ``None``: the config's
+            ``loopwarden.onStop``, else ``"ask"`` when the graph has a
+            checkpointer and ``"answer"`` when it has none.
         **guard_kwargs: passed to :class:`~loopwarden.LoopGuard` (``store``,
             ``on_event``, ``fail_closed``, ``run_record`` ...) when no ready
             guard is given.
@@ -118,15 +168,22 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         config_or_guard: LoopGuard | ConfigSource = None,
         *,
         agent_id: str | None = None,
+        on_stop: OnStop | None = None,
         **guard_kwargs: Any,
     ) -> None:
         super().__init__()
         self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id
+        # Checked now, so that a wrong value fails here and not at the first stop.
+        choose_on_stop(on_stop, self.guard.config.settings.on_stop, person=True)
+        self.on_stop = on_stop
         self._runs: RunRegistry[tuple[str, str | None], _Run] = RunRegistry()
         self._lock = threading.Lock()
         # Names the ToolNode does not have but some inner middleware answered.
         self._answered: set[str] = set()
+        # Runs waiting for a person's answer (onStop "ask"): (run id, session) -> the
+        # asked call's id and its stop. The asked call runs again when the graph resumes.
+        self._asking: RunRegistry[tuple[str, str | None], tuple[str, LoopAbort]] = RunRegistry()
 
     # -- run identity -----------------------------------------------------------
     def _tool_run(self, request: ToolCallRequest) -> RunGuard:
@@ -221,6 +278,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         # interrupted one the caller did not resume cannot be resumed any more.
         old.end()
         self._runs.forget((previous, session))
+        self._asking.forget((previous, session))
         if stopped is None:
             return None
         text = str(stopped["message"])
@@ -301,9 +359,21 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             return handler(request)
         call = request.tool_call
         call_id = call.get("id")
-        answer = guarded_call(
-            run, call["name"], call["args"], call_id, handler, request, read=_read, failure=_failure
-        )
+        try:
+            if self._asking and self._asked(run, call_id):
+                return self._resume(run, request, handler)
+            answer = guarded_call(
+                run,
+                call["name"],
+                call["args"],
+                call_id,
+                handler,
+                request,
+                read=_read,
+                failure=_failure,
+            )
+        except LoopAbort as stop:
+            return self._on_stop(run, request, stop, handler)
         if answer.note is None and not answer.blocked and request.tool is not None:
             return answer.value  # type: ignore[return-value]  # not blocked: the handler's result
         return self._deliver(run, request, answer)
@@ -320,9 +390,21 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             return await handler(request)
         call = request.tool_call
         call_id = call.get("id")
-        answer = await aguarded_call(
-            run, call["name"], call["args"], call_id, handler, request, read=_read, failure=_failure
-        )
+        try:
+            if self._asking and self._asked(run, call_id):
+                return await self._aresume(run, request, handler)
+            answer = await aguarded_call(
+                run,
+                call["name"],
+                call["args"],
+                call_id,
+                handler,
+                request,
+                read=_read,
+                failure=_failure,
+            )
+        except LoopAbort as stop:
+            return await self._aon_stop(run, request, stop, handler)
         if answer.note is None and not answer.blocked and request.tool is not None:
             return answer.value  # type: ignore[return-value]  # not blocked: the handler's result
         return self._deliver(run, request, answer)
@@ -351,6 +433,192 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             self._answered.add(name)
             if run.tools is not None:
                 learn_tool(run, name, True)
+
+    # -- when loopwarden stops the run (onStop) ----------------------------------------
+    def _mode(self, request: ToolCallRequest) -> OnStop:
+        """This invocation's onStop: a person can be asked only where an interrupt can be
+        resumed, i.e. in a graph with a checkpointer."""
+        config = getattr(request.runtime, "config", None) or {}
+        person = (config.get("configurable") or {}).get(_CHECKPOINTER_KEY) is not None
+        return choose_on_stop(self.on_stop, self.guard.config.settings.on_stop, person=person)
+
+    def _asked(self, run: RunGuard, call_id: str | None) -> bool:
+        """Whether this call is the one its run asked a person about (it runs again when
+        the graph resumes with the answer)."""
+        asked = self._asking.get((run.run_id, run.session_id))
+        return asked is not None and asked[0] == call_id
+
+    def _triage(self, run: RunGuard, request: ToolCallRequest, stop: LoopAbort) -> str:
+        """What a stop does to this call: ``"raise"``, ``"ask"`` (this call is put to a
+        person), ``"refuse"`` (another call of the turn is being asked about) or
+        ``"answer"`` (the run ends with a last answer)."""
+        mode = self._mode(request)
+        if mode == "raise":
+            return "raise"
+        if mode != "ask" or not stop.askable or stop.call_id is None:
+            return "answer"
+        # One question per stopped turn: the call of the stopped tool that gets here first.
+        # Parallel calls refused because the run stopped are answered without running;
+        # whether the run ends is the person's answer to the question.
+        if request.tool_call["name"] != stop.tool_name:
+            return "refuse"
+        call_id = stop.call_id
+        key = (run.run_id, run.session_id)
+        # Kept until the answer comes: without its traceback, which holds the graph's frames.
+        asked = self._asking.get_or_create(key, lambda: (call_id, stop.with_traceback(None)))
+        return "ask" if asked[0] == call_id else "refuse"
+
+    def _triaged(self, run: RunGuard, request: ToolCallRequest, stop: LoopAbort) -> str:
+        try:
+            return self._triage(run, request, stop)
+        except Exception:  # the stop is still a stop: raised, as before onStop
+            logger.exception("loopwarden could not handle a stop (onStop); raising it")
+            return "raise"
+
+    def _on_stop(
+        self,
+        run: RunGuard,
+        request: ToolCallRequest,
+        stop: LoopAbort,
+        handler: Callable[[ToolCallRequest], ToolResult],
+    ) -> ToolResult:
+        what = self._triaged(run, request, stop)
+        if what == "raise":
+            raise stop
+        if what == "ask":
+            return self._resume(run, request, handler)
+        return _stopped(request, stop, _STOP if what == "answer" else "refused")
+
+    async def _aon_stop(
+        self,
+        run: RunGuard,
+        request: ToolCallRequest,
+        stop: LoopAbort,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
+    ) -> ToolResult:
+        what = self._triaged(run, request, stop)
+        if what == "raise":
+            raise stop
+        if what == "ask":
+            return await self._aresume(run, request, handler)
+        return _stopped(request, stop, _STOP if what == "answer" else "refused")
+
+    def _question(
+        self, run: RunGuard, request: ToolCallRequest
+    ) -> tuple[LoopAbort, Choice, str | None]:
+        """Ask the person (LangGraph ``interrupt``) about the stop of ``run``: the stop,
+        and the person's choice and note. The first time, ``interrupt`` ends the graph's
+        step; when the caller resumes it, the call runs again and gets the answer here."""
+        key = (run.run_id, run.session_id)
+        asked = self._asking.get(key)
+        assert asked is not None  # _triage put it there
+        stop = asked[1]
+        tokens, turns = _usage(_state_get(request.state, "messages") or [])
+        payload = _ask_payload(stop, stop_report(stop).with_usage(tokens=tokens, turns=turns))
+        while True:
+            value = interrupt(payload)
+            choice, note = _parse_answer(value)
+            if choice is not None:
+                break
+            # Not one of the three: ask again, saying what was wrong.
+            given = value.get("choice") if isinstance(value, Mapping) else value
+            payload = {
+                **payload,
+                "error": f"unknown answer {given!r}: choose allow_once, stop or continue",
+            }
+        self._asking.forget(key)
+        return stop, choice, note
+
+    def _resume(
+        self,
+        run: RunGuard,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolResult],
+    ) -> ToolResult:
+        stop, choice, note = self._question(run, request)
+        try:
+            decision = run.resume(stop, choice, note)
+        except LoopAbort as final:  # "stop", or a stop no person may lift
+            return _stopped(request, final, _STOP)
+        if decision.action != "allow":
+            return _continued(request, decision)
+        call = request.tool_call
+        answer = guarded_call(
+            run,
+            call["name"],
+            call["args"],
+            call.get("id"),
+            handler,
+            request,
+            read=_read,
+            failure=_failure,
+            decided=decision,
+        )
+        return self._deliver(run, request, answer)
+
+    async def _aresume(
+        self,
+        run: RunGuard,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
+    ) -> ToolResult:
+        stop, choice, note = self._question(run, request)
+        try:
+            decision = (
+                run.resume(stop, choice, note)
+                if run.inline
+                else await run.aresume(stop, choice, note)
+            )
+        except LoopAbort as final:
+            return _stopped(request, final, _STOP)
+        if decision.action != "allow":
+            return _continued(request, decision)
+        call = request.tool_call
+        answer = await aguarded_call(
+            run,
+            call["name"],
+            call["args"],
+            call.get("id"),
+            handler,
+            request,
+            read=_read,
+            failure=_failure,
+            decided=decision,
+        )
+        return self._deliver(run, request, answer)
+
+    # -- the last model call after a stop ----------------------------------------------
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: ModelHandler
+    ) -> ModelResponse[Any]:
+        ending = _ending(request)
+        if ending is None:
+            return handler(request)
+        report, last = ending
+        try:
+            response: ModelResponse[Any] | None = handler(last)
+        except GraphBubbleUp:
+            raise
+        except Exception:
+            logger.exception("loopwarden's last model call failed; ending with the stop's summary")
+            response = None
+        return _final_response(report, response, last)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: AsyncModelHandler
+    ) -> ModelResponse[Any]:
+        ending = _ending(request)
+        if ending is None:
+            return await handler(request)
+        report, last = ending
+        try:
+            response: ModelResponse[Any] | None = await handler(last)
+        except GraphBubbleUp:
+            raise
+        except Exception:
+            logger.exception("loopwarden's last model call failed; ending with the stop's summary")
+            response = None
+        return _final_response(report, response, last)
 
 
 class _Run:
@@ -514,3 +782,146 @@ def _with_note(result: Any, message: ToolMessage, note: str) -> Any:
             ]
         return dataclasses.replace(result, update=update)
     return result
+
+
+# -- onStop helpers ---------------------------------------------------------------------
+def _stopped(request: ToolCallRequest, stop: LoopAbort, action: str) -> ToolMessage:
+    """The answer to a call the stop refused: the stop's message, its report in the
+    metadata. ``action`` ``"stop"`` makes the next model call the run's last one;
+    ``"refused"`` answers a parallel call while another one is put to a person."""
+    call = request.tool_call
+    return ToolMessage(
+        content=stop.message,
+        name=call["name"],
+        tool_call_id=call.get("id") or "",
+        status="error",
+        response_metadata={"loopwarden": {**stop_report(stop).to_dict(), "action": action}},
+    )
+
+
+def _continued(request: ToolCallRequest, decision: Decision) -> ToolMessage:
+    """A person let the run go on (``continue``): their note answers the call."""
+    call = request.tool_call
+    return ToolMessage(
+        content=decision.message or "",
+        name=call["name"],
+        tool_call_id=call.get("id") or "",
+        response_metadata={"loopwarden": {"action": "continue"}},
+    )
+
+
+def _ask_payload(stop: LoopAbort, report: StopReport) -> dict[str, Any]:
+    """What the caller finds in ``Interrupt.value``: the question for the person."""
+    return {
+        "loopwarden": True,
+        "question": ask_question(report),
+        "options": ask_options(),
+        "tool": stop.tool_name,
+        "call_id": stop.call_id,
+        "report": report.to_dict(),
+    }
+
+
+def _parse_answer(value: Any) -> tuple[Choice | None, str | None]:
+    """A resume value as (choice, note): ``{"choice": ..., "note": ...}`` or a choice."""
+    note: Any = None
+    choice: Any = value
+    if isinstance(value, Mapping):
+        choice, note = value.get("choice"), value.get("note")
+    parsed = parse_choice(choice)
+    return parsed, (str(note) if note is not None and parsed is not None else None)
+
+
+def _stop_at_tail(messages: list[Any]) -> Mapping[str, Any] | None:
+    """The report of a stop that ends the run: a tool answer marked ``"stop"`` among the
+    answers that close the history (the newest turn's only: cheap on every model call)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if not isinstance(message, ToolMessage):
+            return None
+        found = message.response_metadata.get("loopwarden")
+        if isinstance(found, Mapping) and found.get("action") == _STOP:
+            return found
+    return None
+
+
+def _ending(request: ModelRequest[Any]) -> tuple[StopReport, ModelRequest[Any]] | None:
+    """The report and the last request of a run that a stop ends; ``None`` for any other
+    model call (and when that cannot be made out: the model is then called as usual)."""
+    try:
+        found = _stop_at_tail(request.messages)
+        return None if found is None else _last_request(request, found)
+    except Exception:
+        logger.exception("loopwarden could not prepare the last model call; calling as usual")
+        return None
+
+
+def _usage(messages: list[Any]) -> tuple[int | None, int]:
+    """Tokens and model turns of the current invocation: its AI messages since the
+    newest human message."""
+    tokens: int | None = None
+    turns = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            break
+        if isinstance(message, AIMessage):
+            turns += 1
+            usage = message.usage_metadata
+            if usage is not None:
+                tokens = (tokens or 0) + int(usage.get("total_tokens") or 0)
+    return tokens, turns
+
+
+def _last_request(
+    request: ModelRequest[Any], found: Mapping[str, Any]
+) -> tuple[StopReport, ModelRequest[Any]]:
+    """The report (with the run's usage) and the run's last model request: no tools, and
+    the instruction to write the final answer after the stopped calls' answers."""
+    tokens, turns = _usage(request.messages)
+    report = StopReport(
+        str(found.get("code")),
+        str(found.get("tool")),
+        int(found.get("count") or 0),
+        str(found.get("message") or ""),
+        int(found.get("calls") or 0),
+        int(found.get("refused") or 0),
+        found.get("run_id"),
+    ).with_usage(tokens=tokens, turns=turns)
+    instruction = HumanMessage(final_answer_request(report))
+    last = request.override(tools=[], tool_choice=None, messages=[*request.messages, instruction])
+    return report, last
+
+
+def _final_response(
+    report: StopReport, response: ModelResponse[Any] | None, request: ModelRequest[Any]
+) -> ModelResponse[Any]:
+    """The run's final answer: the model's text with the stop's summary as its last
+    paragraph (a structured response keeps only the metadata), or the fallback text."""
+    metadata = report.to_dict()
+    message = None
+    if response is not None:
+        message = next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
+    structured = response is not None and response.structured_response is not None
+    if response is not None and message is not None and structured:
+        tagged = message.model_copy(
+            update={"response_metadata": {**message.response_metadata, "loopwarden": metadata}}
+        )
+        result = [tagged if m is message else m for m in response.result]
+        return ModelResponse(result=result, structured_response=response.structured_response)
+    if message is None or message.tool_calls or not message.text.strip():
+        final = AIMessage(fallback_answer(report), response_metadata={"loopwarden": metadata})
+        return ModelResponse(result=[final])
+    content = message.content
+    summary = report.summary()
+    new: Any = (
+        f"{content}\n\n{summary}"
+        if isinstance(content, str)
+        else [*content, {"type": "text", "text": summary}]
+    )
+    final = message.model_copy(
+        update={
+            "content": new,
+            "response_metadata": {**message.response_metadata, "loopwarden": metadata},
+        }
+    )
+    return ModelResponse(result=[final])
