@@ -19,6 +19,13 @@ def _bump(state: RunState) -> int:
     return state.miss_count
 
 
+def add_call(state: RunState) -> int:
+    """Record one call with its outcome in the window; the window's length."""
+    n = state.window.next_seq
+    state.window.add("fetch", f"fetch:{n}", f"c{n}", f"r{n}", None, float(n))
+    return len(state.window)
+
+
 def increment(path: str, n: int, start: Any) -> None:
     """``n`` read-modify-write transactions on one run."""
     store = SQLiteStore(path, busy_timeout=30)

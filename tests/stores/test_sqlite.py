@@ -123,18 +123,29 @@ class TestUrlsAndPaths:
 
 
 class TestTransactions:
-    def test_unreadable_row_starts_afresh(
-        self, db: Path, lw_logs: pytest.LogCaptureFixture
+    @pytest.mark.parametrize(
+        "damage",
+        [
+            "UPDATE runs SET rest = x'7b2276223a203939397d', ver = ver + 1",  # {"v": 999}
+            "UPDATE run_rows SET row = x'5b315d', ver = ver + 1000",  # [1]
+        ],
+        ids=["head", "row"],
+    )
+    def test_unreadable_run_starts_afresh(
+        self, db: Path, damage: str, lw_logs: pytest.LogCaptureFixture
     ) -> None:
-        """A row in an unknown format restarts its run, with a warning."""
+        """A run whose head or rows are in an unknown format restarts, with a warning."""
         store = SQLiteStore(db)
         store.transact(KEY, CONFIG, _workers._bump)
+        store.transact(KEY, CONFIG, _workers.add_call)
         conn = sqlite3.connect(db)
-        conn.execute("UPDATE runs SET state = ?", (b'{"v": 999}',))
+        conn.execute(damage)
+        conn.execute("UPDATE runs SET ver = ver + 1")  # as another writer would
         conn.commit()
         conn.close()
         assert store.transact(KEY, CONFIG, _workers._bump) == 1
         assert "unreadable" in lw_logs.text
+        assert store.transact(KEY, CONFIG, lambda st: len(st.window)) == 0
         store.close()
 
     async def test_many_first_opens_of_a_fresh_file(self, tmp_path: Path) -> None:
