@@ -126,8 +126,10 @@ class SQLiteFile:
     def __init__(self, path: Path, busy_timeout: float) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        self._db = str(path)
         self._dir = str(path.parent)
         self._wal = f"{path}-wal"
+        self._shm = f"{path}-shm"
         self._local = threading.local()
         self._lock = threading.Lock()
         # thread ident -> connection, so close() reaches every thread's connection.
@@ -179,15 +181,15 @@ class SQLiteFile:
             # would split the state between this process and every new one, and lose
             # this process's writes when it closes. Open the files now at the path.
             logger.warning(
-                "loopwarden state database %s (or its -wal file) was replaced or deleted "
-                "while open; reopening it (changes since its last checkpoint are lost)",
+                "loopwarden state database %s (or its -wal or -shm file) was replaced or "
+                "deleted while open; reopening it (what this process wrote since the last "
+                "checkpoint went with the deleted files)",
                 self.path,
             )
             with self._lock:
                 self._conns.pop(threading.get_ident(), None)
                 self._epoch += 1
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
+            _let_go(conn)
             local.conn = None
         if self._closed:
             raise StoreError(f"loopwarden state database {self.path}: the store is closed")
@@ -218,17 +220,10 @@ class SQLiteFile:
         epoch: int = self._local.epoch
         return conn, epoch
 
-    def _identity(self) -> tuple[int, int, tuple[int, int] | None] | None:
-        """Device and inode of the database file and of its -wal file."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        try:
-            wal = os.stat(self._wal)
-        except OSError:
-            return st.st_dev, st.st_ino, None
-        return st.st_dev, st.st_ino, (wal.st_dev, wal.st_ino)
+    def _identity(self) -> tuple[tuple[int, int] | None, ...] | None:
+        """Device and inode of the database file and of its -wal and -shm files."""
+        found = tuple(map(_inode, (self._db, self._wal, self._shm)))
+        return None if found[0] is None else found
 
     def _unchanged(self, local: threading.local) -> bool:
         """The path still names the files this thread's connection has open.
@@ -389,6 +384,58 @@ class SQLiteFile:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         self._local = threading.local()
+
+
+def _inode(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _let_go(conn: sqlite3.Connection) -> None:
+    """Close a connection whose files were deleted or replaced, without the checkpoint
+    SQLite runs when a file's last connection closes: that would copy this connection's
+    writes (in its deleted -wal) into the database file, under the -wal of the processes
+    that opened it since, and then delete their -wal and -shm files by name."""
+    try:
+        if sys.version_info >= (3, 12):
+            conn.setconfig(sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, True)
+        else:
+            _no_checkpoint_on_close(conn)
+    except Exception as exc:  # never worse than closing as before
+        logger.warning(
+            "loopwarden could not keep SQLite from checkpointing a replaced file on close (%s)",
+            _describe(exc),
+        )
+    with contextlib.suppress(sqlite3.Error):
+        conn.close()
+
+
+def _no_checkpoint_on_close(conn: sqlite3.Connection) -> None:
+    """``SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`` on Python 3.11, which has no
+    ``Connection.setconfig``: ``sqlite3_db_config`` called on the connection's handle."""
+    import _sqlite3
+    import ctypes
+
+    if sys.implementation.name != "cpython":
+        raise RuntimeError(f"not CPython ({sys.implementation.name})")
+    lib = ctypes.CDLL(_sqlite3.__file__)  # resolves SQLite's symbols through the module
+    # CPython's connection object holds the sqlite3 * right after the object header.
+    handle = ctypes.c_void_p.from_address(id(conn) + object.__basicsize__).value
+    filename = lib.sqlite3_db_filename
+    filename.restype = ctypes.c_char_p
+    filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    expected = os.fsencode(conn.execute("PRAGMA database_list").fetchone()[2])
+    if not handle or filename(handle, b"main") != expected:
+        raise RuntimeError("the connection's handle was not found")
+    config = lib.sqlite3_db_config
+    config.restype = ctypes.c_int
+    config.argtypes = [ctypes.c_void_p, ctypes.c_int]  # the rest are variadic
+    no_checkpoint_on_close = 1006  # SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE
+    if config(handle, no_checkpoint_on_close, ctypes.c_int(1), ctypes.c_void_p(None)) != 0:
+        raise RuntimeError("sqlite3_db_config failed")
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
