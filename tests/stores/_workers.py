@@ -51,6 +51,22 @@ def record_calls(path: str, worker: int, n: int, start: Any) -> None:
     guard.close()
 
 
+def record_forever(path: str, committed: Any) -> None:
+    """Guarded calls on one run as fast as possible, publishing how many were recorded."""
+    guard = LoopGuard(
+        {"tools": {"loopDetection": {"enabled": True, "historySize": 1000}}},
+        store=SQLiteStore(path),
+    )
+    run = guard.run("run", session_id="session")
+    i = 0
+    while True:
+        params = {"i": i}
+        run.before_call("fetch", params, call_id=f"c{i}")
+        run.after_call("fetch", params, call_id=f"c{i}", result={"ok": i})
+        i += 1
+        committed.value = i
+
+
 def hold_transaction(path: str, ready: Any) -> None:
     """Change the state, then stall inside the transaction until killed."""
     store = SQLiteStore(path)
