@@ -31,10 +31,11 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qs, unquote
 
 from .._util import json_value
@@ -61,10 +62,16 @@ _EXPIRE_EVERY = 512
 CACHED_RUNS = 64
 """Runs whose decoded state a store keeps between updates (least recently used go)."""
 
-_HEAD = "SELECT gen, ver, seq, lo, cap, rest, updated FROM runs WHERE key = ?"
+_HEAD = "SELECT gen, ver, seq, lo, cap, updated FROM runs WHERE key = ?"
+_VERSION = "SELECT gen, ver FROM runs WHERE key = ?"
+_REST = "SELECT rest FROM runs WHERE key = ?"
 _PUT_ROW = "INSERT OR REPLACE INTO run_rows (key, slot, ver, seq, row) VALUES (?, ?, ?, ?, ?)"
-_BUMP = "UPDATE runs SET ver = ?, seq = ?, lo = ?, rest = ? WHERE key = ?"
-_BUMP_TOUCH = "UPDATE runs SET ver = ?, seq = ?, lo = ?, rest = ?, updated = ? WHERE key = ?"
+# The head moves on only from the version the update started from (else nothing changes).
+_BUMP = "UPDATE runs SET ver = ?, seq = ?, lo = ?, rest = ? WHERE key = ? AND gen = ? AND ver = ?"
+_BUMP_TOUCH = (
+    "UPDATE runs SET ver = ?, seq = ?, lo = ?, rest = ?, updated = ?"
+    " WHERE key = ? AND gen = ? AND ver = ?"
+)
 _TOUCH = "UPDATE runs SET updated = ? WHERE key = ?"
 _ROWS_SINCE = "SELECT seq, row FROM run_rows WHERE key = ? AND ver > ?"
 _ALL_ROWS = "SELECT seq, row FROM run_rows WHERE key = ?"
@@ -96,7 +103,19 @@ def _key_text(value: str | bytes) -> str:
 class _Cached:
     """A run's decoded state as of one stored version, kept between updates."""
 
-    __slots__ = ("config", "epoch", "gen", "off", "rest", "state", "ver", "window")
+    __slots__ = (
+        "config",
+        "created",
+        "epoch",
+        "gen",
+        "hot",
+        "off",
+        "rest",
+        "state",
+        "updated",
+        "ver",
+        "window",
+    )
 
     def __init__(
         self,
@@ -107,6 +126,7 @@ class _Cached:
         off: int,
         rest: bytes,
         epoch: int,
+        updated: float,
     ) -> None:
         self.config = config
         self.state = state
@@ -120,6 +140,18 @@ class _Cached:
         """The stored :meth:`RunState.rest_bytes`."""
         self.epoch = epoch
         """The file epoch it was read through (see :meth:`SQLiteFile.begin`)."""
+        self.updated = updated
+        """The run's idle time as last written or read."""
+        self.hot = False
+        """No other process wrote the run between this process's last two updates."""
+        self.created = False
+
+
+class _Changes(NamedTuple):
+    """What an update changed: its rows (``None``: write the run afresh) and the rest."""
+
+    rows: list[tuple[int, bytes]] | None
+    rest: bytes
 
 
 class SQLiteStore(BaseStore, SideRecords, Inspectable):
@@ -152,9 +184,11 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
         # A run's idle time is written when it is older than this (not on every update:
         # the index on it would be one more page per commit).
         self._touch_every = min(60.0, self.ttl_seconds / 16)
-        # key -> its state as last committed by this process. Entries are taken out and
-        # put back only under the file's write lock; a stale one is caught by its version.
+        # key -> its state as last committed by this process. An update takes its entry
+        # out (no other thread uses it meanwhile) and puts it back when committed; a
+        # stale one is caught by its version.
         self._cache: dict[str, _Cached] = {}
+        self._lock = threading.Lock()
 
     @property
     def busy_timeout(self) -> float:
@@ -207,45 +241,58 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
     # -- the Store protocol ----------------------------------------------------
     def transact(self, key: str, config: LoopDetectionConfig, fn: Callable[[RunState], T]) -> T:
         """Load (or create) the state of ``key``, apply ``fn``, save what it changed: one
-        transaction."""
+        transaction.
+
+        When no other process wrote the run between this process's last two updates of
+        it, ``fn`` runs on the cached state before the write lock is taken (the lock is
+        then held only to check the version and write); if the run was written
+        meanwhile after all, the update is done again on the stored state, so ``fn`` may
+        run twice.
+        """
+        with self._lock:
+            entry = self._cache.pop(key, None)
+        if entry is not None and entry.config is not config and entry.config != config:
+            entry = None
+        early = None
+        if entry is not None and entry.hot:
+            now = self.clock()
+            entry.state.updated = now
+            result = fn(entry.state)
+            early = (result, self._changes(entry), now)
         file = self._file
         conn, epoch = file.begin()
         k = _sql_key(key)
         try:
-            head = conn.execute(_HEAD, (k,)).fetchone()
-            entry = self._cache.pop(key, None)
-            if (
-                entry is None
-                or head is None
-                or entry.ver != head[1]
-                or entry.gen != head[0]
-                or entry.epoch != epoch
-                or (entry.config is not config and entry.config != config)
-            ):
-                entry = self._refresh(conn, key, k, config, head, entry, epoch)
-            state = entry.state
-            now = self.clock()
-            state.updated = now
-            result = fn(state)
-            self._save(conn, k, entry, head, now)
+            if early is None or entry is None or entry.epoch != epoch:
+                done = False
+            else:
+                result, changes, now = early
+                done = self._write(conn, k, entry, changes, now, True)
+            if not done:
+                if early is not None:
+                    entry = None  # fn changed that copy: it is not the stored state
+                entry = self._current(conn, key, k, config, entry, epoch)
+                now = self.clock()
+                entry.state.updated = now
+                result = fn(entry.state)
+                self._write(conn, k, entry, self._changes(entry), now, False)
+            assert entry is not None
             self._ops += 1
-            if head is None or self._ops % _EXPIRE_EVERY == 0:
+            if entry.created or self._ops % _EXPIRE_EVERY == 0:
+                entry.created = False
                 self._expire(conn, now)
-            # Still under the write lock, which every thread's connection takes in turn:
-            # the cache is only ever changed by the thread holding it.
-            cache = self._cache
-            cache[key] = entry
-            if len(cache) > CACHED_RUNS:
-                del cache[next(iter(cache))]
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._cache.pop(key, None)
             rollback(conn)
             raise file.error("update run state", exc) from None
         except BaseException:
-            self._cache.pop(key, None)
             rollback(conn)
             raise
+        cache = self._cache
+        with self._lock:
+            cache[key] = entry
+            if len(cache) > CACHED_RUNS:
+                del cache[next(iter(cache))]
         return result
 
     async def atransact(
@@ -257,25 +304,26 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
         return await asyncio.to_thread(self.transact, key, config, fn)
 
     # -- reading a run -----------------------------------------------------------
-    def _refresh(
+    def _current(
         self,
         conn: sqlite3.Connection,
         key: str,
         k: str | bytes,
         config: LoopDetectionConfig,
-        head: Any,
         entry: _Cached | None,
         epoch: int,
     ) -> _Cached:
-        """The run's state as stored, from the cached copy when it can catch up."""
+        """The run's state as stored (under the write lock): the cached copy when it is
+        current or can catch up, else read whole."""
+        head = conn.execute(_HEAD, (k,)).fetchone()
         if head is None:
             return self._create(conn, key, k, config, epoch)
-        if (
-            entry is not None
-            and entry.gen == head[0]
-            and entry.epoch == epoch
-            and (entry.config is config or entry.config == config)
-        ):
+        if entry is not None and entry.gen == head[0] and entry.epoch == epoch:
+            if entry.ver == head[1]:
+                entry.hot = True
+                entry.updated = head[5]
+                return entry
+            entry.hot = False
             try:
                 if self._catch_up(conn, k, entry, head, config):
                     return entry
@@ -298,7 +346,9 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
         else:
             state = decode_state(old[0], config, key, self.path)
             conn.execute("DELETE FROM runs_v1 WHERE key = ?", (k,))
-        return _Cached(config, state, None, 0, 0, b"", epoch)
+        entry = _Cached(config, state, None, 0, 0, b"", epoch, 0.0)
+        entry.created = True
+        return entry
 
     def _catch_up(
         self,
@@ -310,10 +360,11 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
     ) -> bool:
         """Apply to the cached window the rows written since its version (calls added at
         the end, pending calls completed); False when they do not fit it."""
-        _, ver, seq, lo, cap, rest, updated = head
+        _, ver, seq, lo, cap, updated = head
         window = entry.window
         if entry.state.window is not window or window.capacity != cap:
             return False
+        rest = conn.execute(_REST, (k,)).fetchone()[0]
         rows = conn.execute(_ROWS_SINCE, (k, entry.ver)).fetchall()
         rows.sort()
         off = entry.off
@@ -342,6 +393,7 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
             entry.state = RunState.from_parts(window, rest, config, updated)
             entry.rest = rest
         entry.ver = ver
+        entry.updated = updated
         return True
 
     def _read(
@@ -354,7 +406,8 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
         epoch: int,
     ) -> _Cached:
         """The whole run as stored (a state that cannot be read starts afresh, logged)."""
-        gen, ver, _, _, cap, rest, updated = head
+        gen, ver, _, _, cap, updated = head
+        rest = conn.execute(_REST, (k,)).fetchone()[0]
         rows = conn.execute(_ALL_ROWS, (k,)).fetchall()
         rows.sort()
         try:
@@ -362,48 +415,76 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
             state = RunState.from_parts(window, rest, config, updated)
         except Exception as exc:  # damaged, or written by another state version
             unreadable(key, self.path, exc)
-            return _Cached(config, RunState.new(config), None, 0, 0, b"", epoch)
+            return _Cached(config, RunState.new(config), None, 0, 0, b"", epoch, updated)
         kept = len(window)
         window.track(row for _, row in rows[len(rows) - kept :])
         off = rows[-1][0] + 1 - window.next_seq if rows else 0
         # Rows beyond this config's window, or a ring of another size: written afresh.
         same = cap == config.history_size and kept == len(rows)
-        return _Cached(config, state, gen if same else None, ver, off, rest, epoch)
+        return _Cached(config, state, gen if same else None, ver, off, rest, epoch, updated)
 
     # -- writing a run -----------------------------------------------------------
-    def _save(
-        self, conn: sqlite3.Connection, k: str | bytes, entry: _Cached, head: Any, now: float
-    ) -> None:
-        """Write what the update changed: its rows and the head (nothing if nothing)."""
+    def _changes(self, entry: _Cached) -> _Changes:
+        """What the update just made changed (taken once: the window's log is emptied)."""
         state = entry.state
         window = state.window
-        rest = state.rest_bytes()
-        cap = window.capacity
         rows = None
-        if entry.gen is not None and window is entry.window and cap == head[4]:
+        if entry.gen is not None and window is entry.window and window.capacity is not None:
             rows = window.changed_rows()
-        if rows is None or cap is None:
+        return _Changes(rows, state.rest_bytes())
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        k: str | bytes,
+        entry: _Cached,
+        changes: _Changes,
+        now: float,
+        check: bool,
+    ) -> bool:
+        """Write what the update changed: the head, then its rows (nothing if nothing).
+
+        ``check``: the update was made on the cached copy before the lock was taken:
+        False (nothing written) when the run has another version now.
+        """
+        rows, rest = changes
+        unchanged = rows is not None and not rows and rest == entry.rest
+        if check and (rows is None or unchanged):
+            # Nothing that checks the version is written, but what fn answered must be
+            # about the stored version.
+            found = conn.execute(_VERSION, (k,)).fetchone()
+            if found is None or found[0] != entry.gen or found[1] != entry.ver:
+                return False
+        if rows is None:
             self._write_all(conn, k, entry, rest, now)
-            return
-        touch = now - head[6] > self._touch_every
-        if not rows and rest == entry.rest:
+            return True
+        touch = now - entry.updated > self._touch_every
+        if unchanged:
             if touch:
                 conn.execute(_TOUCH, (now, k))
-            return
-        ver = entry.ver + 1
-        off = entry.off
-        for seq, row in rows:
-            stored = seq + off
-            conn.execute(_PUT_ROW, (k, stored % cap, ver, stored, row))
+                entry.updated = now
+            return True
+        ver, gen, off = entry.ver + 1, entry.gen, entry.off
+        window = entry.window
         records = window.records
         nxt = window.next_seq + off
         lo = records[0].seq + off if records else nxt
         if touch:
-            conn.execute(_BUMP_TOUCH, (ver, nxt, lo, rest, now, k))
+            cursor = conn.execute(_BUMP_TOUCH, (ver, nxt, lo, rest, now, k, gen, entry.ver))
         else:
-            conn.execute(_BUMP, (ver, nxt, lo, rest, k))
+            cursor = conn.execute(_BUMP, (ver, nxt, lo, rest, k, gen, entry.ver))
+        if cursor.rowcount != 1:
+            return False
+        cap = window.capacity
+        assert cap is not None
+        for seq, row in rows:
+            stored = seq + off
+            conn.execute(_PUT_ROW, (k, stored % cap, ver, stored, row))
         entry.ver = ver
         entry.rest = rest
+        if touch:
+            entry.updated = now
+        return True
 
     def _write_all(
         self, conn: sqlite3.Connection, k: str | bytes, entry: _Cached, rest: bytes, now: float
@@ -419,7 +500,7 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
         lo = records[0].seq if records else nxt
         conn.execute(_NEW_HEAD, (k, gen, 1, nxt, lo, cap, rest, now))
         entry.window = window
-        entry.gen, entry.ver, entry.off, entry.rest = gen, 1, 0, rest
+        entry.gen, entry.ver, entry.off, entry.rest, entry.updated = gen, 1, 0, rest, now
 
     # -- expiry, inspection --------------------------------------------------------
     def _expire(self, conn: sqlite3.Connection, now: float) -> int:
@@ -449,7 +530,8 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
             conn.execute(_DROP_ROWS, (k,))
             conn.execute("DELETE FROM runs WHERE key = ?", (k,))
             conn.execute("DELETE FROM runs_v1 WHERE key = ?", (k,))
-            self._cache.pop(key, None)
+            with self._lock:
+                self._cache.pop(key, None)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             rollback(conn)
@@ -562,4 +644,5 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
     def close(self) -> None:
         """Close every connection this store opened (in this process)."""
         self._file.close()
-        self._cache = {}
+        with self._lock:
+            self._cache = {}
