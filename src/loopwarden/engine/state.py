@@ -80,6 +80,7 @@ class RunState:
         "checks",
         "detached",
         "detectors",
+        "dumpers",
         "ev",
         "failed_tool",
         "failure_observers",
@@ -114,6 +115,8 @@ class RunState:
         self.failure_observers = tuple(dets[i].observe for i in plan.failure_observers)
         self.ev = Observed("", "", None)
         """The run's outcome as the rules observe it (refilled for each outcome)."""
+        self.dumpers: tuple[tuple[str, Callable[[], Any]], ...] | None = None
+        """(name, bound ``dump``) of the rules that keep state, made on first encoding."""
         self.checks: dict[int, tuple[tuple[bool, Callable[..., Detection | None]], ...]] = {}
         """Facts -> (OpenClaw's rule, bound ``check``) of the rules to ask, filled on use."""
         self.buckets: dict[str, int] = {}
@@ -204,6 +207,11 @@ class RunState:
 
     def _rest(self) -> dict[str, Any]:
         stopped = self.stopped
+        dumpers = self.dumpers
+        if dumpers is None:
+            dumpers = self.dumpers = tuple(
+                (det.name, det.dump) for det in self.detectors if det.stateful
+            )
         return {
             "v": STATE_VERSION,
             "g": self.guard.dump(),
@@ -216,7 +224,7 @@ class RunState:
             "k": self.blocks,
             "f": self.failed_tool,
             "p": self.polls,
-            "d": {det.name: det.dump() for det in self.detectors if det.stateful},
+            "d": {name: dump() for name, dump in dumpers},
         }
 
     @classmethod
