@@ -14,8 +14,9 @@ the guard or a hook, never per call:
 The function given to :meth:`Store.transact` must be pure with respect to
 anything outside the state it receives: a backend with optimistic concurrency
 (Redis's compare-and-set; SQLite's update made before it takes the write lock)
-may run it more than once for one update, and keep only the last run's changes. The runtime guard relies on this: it logs, writes
-run records and emits events only after ``transact`` returns.
+may run it more than once for one update, and keep only the last run's changes.
+The runtime guard relies on this: it logs, writes run records and emits events
+only after ``transact`` returns.
 
 ============  ==========  ==========  ===========  ===========
 store         InProcess   SideRecords Inspectable  expires runs
