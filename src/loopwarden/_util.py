@@ -9,7 +9,15 @@ from typing import Any, TypeVar
 
 import orjson
 
-__all__ = ["BoundedDict", "bounded_set", "package_version", "parse_arguments", "printable"]
+__all__ = [
+    "BoundedDict",
+    "bounded_set",
+    "json_bytes",
+    "json_value",
+    "package_version",
+    "parse_arguments",
+    "printable",
+]
 
 # C0 and C1 controls (newlines too: a name is one line), DEL, and the Unicode
 # line separators and bidirectional overrides that can disguise text.
@@ -57,6 +65,25 @@ def parse_arguments(arguments: Any) -> Any:
         except (ValueError, RecursionError):
             return arguments
     return arguments
+
+
+def json_bytes(value: Any) -> bytes:
+    """``orjson.dumps(value)``; text orjson refuses (lone surrogates, which UTF-8 cannot
+    encode) is written by the standard library as ``\\u`` escapes instead, so any ``str``
+    a caller hands in can be stored."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
+def json_value(data: bytes | str) -> Any:
+    """What :func:`json_bytes` wrote (orjson, or the standard library for the ``\\u``
+    escapes of lone surrogates, which orjson refuses to read)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def bounded_set(table: dict[K, V], key: K, value: V, limit: int) -> None:

@@ -58,3 +58,43 @@ def test_a_window_nobody_dumps_any_more_stops_keeping_rows() -> None:
         window.add("t", "a", None, "r", None, float(i))
     assert window._enc is None and not window._dirty
     assert b"".join(window.dump_parts()) == orjson.dumps(window.dump())
+
+
+@settings(max_examples=300, deadline=None)
+@given(capacity=st.integers(1, 12), ops=OPS)
+def test_changed_rows_name_exactly_what_changed(
+    capacity: int, ops: list[tuple[str, str, object]]
+) -> None:
+    """changed_rows gives the rows of the records added or completed since the last call
+    (still in the window), encoded as a fresh dump encodes them, whatever dump_parts did
+    meanwhile; replaying them onto the rows it started from gives the window's dump."""
+    window = RunWindow(capacity)
+    stored = dict(window.track())
+    for step, (op, sig, arg) in enumerate(ops):
+        before = {id(r): (r.seq, r.result_hash) for r in window.records}
+        if op == "add":
+            window.add("tool", sig, f"c{step}", "r0" if arg else None, None, float(step))
+        elif op == "complete":
+            window.complete_pending(sig, None, str(arg), None)
+        else:
+            b"".join(window.dump_parts())  # the other user of the encoded rows
+        rows = window.changed_rows()
+        assert rows is not None
+        changed = {r.seq for r in window.records if before.get(id(r)) != (r.seq, r.result_hash)}
+        assert {seq for seq, _ in rows} == changed
+        stored.update(rows)
+        first = window.records[0].seq if window.records else window.next_seq
+        kept = [stored[seq] for seq in sorted(stored) if seq >= first]
+        assert [orjson.loads(row) for row in kept] == window.dump()
+
+
+def test_an_untracked_window_has_no_changed_rows() -> None:
+    """Before track() (or after one step changed more than the window holds), every row
+    is to be written: changed_rows says so with None."""
+    window = RunWindow(4)
+    window.add("t", "a", None, None, None, 0.0)
+    assert window.changed_rows() is None
+    assert [seq for seq, _ in window.track()] == [0]
+    for i in range(100):
+        window.add("t", "a", None, "r", None, float(i))
+    assert window.changed_rows() is None

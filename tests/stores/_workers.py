@@ -19,6 +19,13 @@ def _bump(state: RunState) -> int:
     return state.miss_count
 
 
+def add_call(state: RunState) -> int:
+    """Record one call with its outcome in the window; the window's length."""
+    n = state.window.next_seq
+    state.window.add("fetch", f"fetch:{n}", f"c{n}", f"r{n}", None, float(n))
+    return len(state.window)
+
+
 def increment(path: str, n: int, start: Any) -> None:
     """``n`` read-modify-write transactions on one run."""
     store = SQLiteStore(path, busy_timeout=30)
@@ -42,6 +49,22 @@ def record_calls(path: str, worker: int, n: int, start: Any) -> None:
         run.before_call("fetch", params, call_id=call_id)
         run.after_call("fetch", params, call_id=call_id, result={"ok": i})
     guard.close()
+
+
+def record_forever(path: str, committed: Any) -> None:
+    """Guarded calls on one run as fast as possible, publishing how many were recorded."""
+    guard = LoopGuard(
+        {"tools": {"loopDetection": {"enabled": True, "historySize": 1000}}},
+        store=SQLiteStore(path),
+    )
+    run = guard.run("run", session_id="session")
+    i = 0
+    while True:
+        params = {"i": i}
+        run.before_call("fetch", params, call_id=f"c{i}")
+        run.after_call("fetch", params, call_id=f"c{i}", result={"ok": i})
+        i += 1
+        committed.value = i
 
 
 def hold_transaction(path: str, ready: Any) -> None:

@@ -7,28 +7,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import multiprocessing
 import os
+import random
 import shutil
 import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import loopwarden as lw
 from loopwarden.errors import StoreError
 from loopwarden.stores import store_from_url
-from loopwarden.stores.sqlite import SCHEMA_VERSION, SQLiteStore, default_state_path
+from loopwarden.stores.sqlite import CACHED_RUNS, SCHEMA_VERSION, SQLiteStore, default_state_path
+from loopwarden.testing import FakeClock
 from tests._snippets import snippet
 from tests._wait import wait_until
 from tests.stores import _workers
 from tests.stores._workers import CONFIG, KEY
 
 SPAWN = multiprocessing.get_context("spawn")
+DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(name="db")
@@ -123,18 +128,29 @@ class TestUrlsAndPaths:
 
 
 class TestTransactions:
-    def test_unreadable_row_starts_afresh(
-        self, db: Path, lw_logs: pytest.LogCaptureFixture
+    @pytest.mark.parametrize(
+        "damage",
+        [
+            "UPDATE runs SET rest = x'7b2276223a203939397d', ver = ver + 1",  # {"v": 999}
+            "UPDATE run_rows SET row = x'5b315d', ver = ver + 1000",  # [1]
+        ],
+        ids=["head", "row"],
+    )
+    def test_unreadable_run_starts_afresh(
+        self, db: Path, damage: str, lw_logs: pytest.LogCaptureFixture
     ) -> None:
-        """A row in an unknown format restarts its run, with a warning."""
+        """A run whose head or rows are in an unknown format restarts, with a warning."""
         store = SQLiteStore(db)
         store.transact(KEY, CONFIG, _workers._bump)
+        store.transact(KEY, CONFIG, _workers.add_call)
         conn = sqlite3.connect(db)
-        conn.execute("UPDATE runs SET state = ?", (b'{"v": 999}',))
+        conn.execute(damage)
+        conn.execute("UPDATE runs SET ver = ver + 1")  # as another writer would
         conn.commit()
         conn.close()
         assert store.transact(KEY, CONFIG, _workers._bump) == 1
         assert "unreadable" in lw_logs.text
+        assert store.transact(KEY, CONFIG, lambda st: len(st.window)) == 0
         store.close()
 
     async def test_many_first_opens_of_a_fresh_file(self, tmp_path: Path) -> None:
@@ -184,6 +200,247 @@ class TestTransactions:
         store.close()
 
 
+def head(db: Path) -> tuple[int, int]:
+    """(ver, rows written by that version) of the only run in ``db``."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        ver = conn.execute("SELECT ver FROM runs").fetchone()[0]
+        rows = conn.execute("SELECT count(*) FROM run_rows WHERE ver = ?", (ver,)).fetchone()[0]
+    return ver, rows
+
+
+Step = tuple[str, Any]
+
+
+def script(seed: int, steps: int) -> list[Step]:
+    """Guarded calls over a few tools, params and results, often repeated, so that rules
+    warn, block and stop; outcomes sometimes reported late and out of order, some never."""
+    rng = random.Random(seed)
+    done: list[Step] = []
+    pending: list[tuple[str, dict[str, int], str]] = []
+    tool, params = "read", {"x": 0}
+    for n in range(steps):
+        if pending and rng.random() < 0.45:
+            call = pending.pop(rng.randrange(len(pending)) if rng.random() < 0.3 else -1)
+            result = "same" if rng.random() < 0.9 else f"out-{rng.randrange(3)}"
+            done.append(("after", (*call, result)))
+            continue
+        if rng.random() < 0.2:  # something else than the call before
+            tool, params = rng.choice(["read", "grep", "poll"]), {"x": rng.randrange(3)}
+        call = (tool, params, f"c{n}")
+        done.append(("before", call))
+        if rng.random() < 0.9:
+            pending.append(call)
+    return done
+
+
+def play(runs: list[lw.RunGuard], steps: list[Step], pick: random.Random) -> list[Any]:
+    """Each step through a run picked at random; what every step answered."""
+    seen: list[Any] = []
+    for kind, call in steps:
+        run = runs[pick.randrange(len(runs))]
+        try:
+            if kind == "before":
+                decision = run.before_call(*call)
+                seen.append((decision.action, decision.message))
+            else:
+                tool, params, call_id, result = call
+                seen.append(run.after_call(tool, params, call_id=call_id, result=result))
+        except lw.LoopAbort as stop:
+            seen.append(("stop", str(stop)))
+    seen.append(runs[0].snapshot())
+    return seen
+
+
+LOOPS = {
+    "tools": {
+        "loopDetection": {
+            "enabled": True,
+            "historySize": 12,
+            "warningThreshold": 4,
+            "criticalThreshold": 6,
+            "globalCircuitBreakerThreshold": 9,
+        }
+    }
+}
+
+
+class TestRowsAndCache:
+    """A run is stored as rows; a process keeps it decoded between updates."""
+
+    def test_an_update_writes_only_what_it_changed(self, db: Path) -> None:
+        """Each step writes the one row it changed; a step that changes nothing writes
+        nothing."""
+        guard = lw.LoopGuard(LOOPS, store=f"sqlite://{db}")
+        run = guard.run("r")
+        for i in range(30):  # past the window: rows are reused in a ring
+            run.before_call("read", {"i": i}, call_id=f"c{i}")
+            ver, rows = head(db)
+            assert rows == 1
+            run.after_call("read", {"i": i}, call_id=f"c{i}", result="text")
+            assert head(db) == (ver + 1, 1)
+        run.snapshot()
+        assert head(db) == (ver + 1, 1)
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("SELECT count(*) FROM run_rows").fetchone()[0] == 12
+        guard.close()
+
+    @pytest.mark.parametrize("seed", [0, 1, 2, 3, 5, 6])  # each blocks some call
+    def test_store_objects_taking_turns_decide_as_one_memory_store(
+        self, db: Path, seed: int
+    ) -> None:
+        """Three store objects (three caches) taking turns on one run, the outcomes coming
+        late and out of order, answer every step as one memory store does."""
+        steps = script(seed, 160)
+        clock = FakeClock()
+        memory = lw.LoopGuard(LOOPS, clock=clock)
+        expected = play([memory.run("r")], steps, random.Random(0))
+        guards = [
+            lw.LoopGuard(LOOPS, store=SQLiteStore(db, clock=clock), clock=clock) for _ in range(3)
+        ]
+        assert play([g.run("r") for g in guards], steps, random.Random(seed)) == expected
+        assert any(isinstance(s, tuple) and s[0] == "block" for s in expected)
+        for guard in guards:
+            guard.close()
+
+    def test_a_cache_behind_by_more_than_a_window(self, db: Path) -> None:
+        """A process whose copy is older than the whole window reads the run afresh."""
+        first = lw.LoopGuard(LOOPS, store=f"sqlite://{db}")
+        second = lw.LoopGuard(LOOPS, store=f"sqlite://{db}")
+        one, other = first.run("r"), second.run("r")
+        one.before_call("read", {"i": -1}, call_id="old")
+        for i in range(30):
+            other.before_call("read", {"i": i}, call_id=f"c{i}")
+            other.after_call("read", {"i": i}, call_id=f"c{i}", result="text")
+        one.after_call("read", {"i": -1}, call_id="old", result="text")
+        assert one.snapshot() == other.snapshot()
+        # The old call's outcome came after the call left the window: recorded anew.
+        ids = [r["call_id"] for r in one.snapshot()["records"]]
+        assert ids == [*(f"c{i}" for i in range(19, 30)), "old"]
+        first.close()
+        second.close()
+
+    def test_processes_with_different_window_sizes(self, db: Path) -> None:
+        """Two configs of different historySize on one run: each sees its own window of
+        the same calls."""
+        small = lw.LoopGuard(
+            {"tools": {"loopDetection": {"historySize": 5}}}, store=f"sqlite://{db}"
+        )
+        large = lw.LoopGuard(
+            {"tools": {"loopDetection": {"historySize": 8}}}, store=f"sqlite://{db}"
+        )
+        runs = [small.run("r"), large.run("r")]
+        for i in range(20):
+            run = runs[i % 2]
+            run.before_call("read", {"i": i}, call_id=f"c{i}")
+            run.after_call("read", {"i": i}, call_id=f"c{i}", result="text")
+            ids = [[r["call_id"] for r in run.snapshot()["records"]] for run in runs]
+            assert ids[0] == [f"c{j}" for j in range(max(0, i - 4), i + 1)]
+            assert ids[1][-len(ids[0]) :] == ids[0]
+        small.close()
+        large.close()
+
+    def test_the_cache_is_bounded(self, db: Path) -> None:
+        """A process keeps at most CACHED_RUNS runs decoded."""
+        store = SQLiteStore(db)
+        for i in range(CACHED_RUNS + 20):
+            store.transact(f"run-{i}", CONFIG, _workers.add_call)
+        assert len(store._cache) == CACHED_RUNS
+        assert store.transact("run-0", CONFIG, _workers.add_call) == 2  # read back whole
+        store.close()
+
+    def test_keys_that_utf8_cannot_encode(self, db: Path) -> None:
+        """Run and side-record keys with lone surrogates are stored, listed and deleted."""
+        store = SQLiteStore(db)
+        key = "agent\x1fsession-\udcff\x1frun-\ud800"
+        assert store.transact(key, CONFIG, _workers._bump) == 1
+        assert store.transact("plain", CONFIG, _workers._bump) == 1
+        assert SQLiteStore(db).transact(key, CONFIG, _workers._bump) == 2
+        assert store.keys() == sorted([key, "plain"])
+        store.transact_value("side-\udc80", lambda old: (b"x", None))
+        assert store.read_value("side-\udc80") == b"x"
+        store.delete_value("side-\udc80")
+        assert store.read_value("side-\udc80") is None
+        store.delete(key)
+        assert store.keys() == ["plain"]
+        store.close()
+
+
+class TestMigration:
+    """A file written by loopwarden before schema 2 (``data/state-v1.db``, made by the
+    release at commit c0ce13b: three reads, two failing ``make test`` runs and a pending
+    read on run ``legacy``, one call on run ``second``, one side record; clock starting at
+    1_700_000_000, one second per reading; its snapshot and keys in ``state-v1.json``)."""
+
+    SMALL = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "warningThreshold": 2,
+                "criticalThreshold": 3,
+                "globalCircuitBreakerThreshold": 4,
+                "historySize": 20,
+            }
+        }
+    }
+
+    def replay(self, guard: lw.LoopGuard) -> lw.RunGuard:
+        """The calls the old release made on ``legacy``, made again."""
+        run = guard.run("legacy", session_id="s", agent_id="a")
+        for i in range(3):
+            run.before_call("read", {"path": f"/src/f{i}.py"}, call_id=f"d{i}")
+            run.after_call("read", {"path": f"/src/f{i}.py"}, call_id=f"d{i}", result=f"text {i}")
+        for i in range(2):
+            run.before_call("bash", {"cmd": "make test"}, call_id=f"m{i}")
+            run.after_call("bash", {"cmd": "make test"}, call_id=f"m{i}", result="FAILED 1 test")
+        run.before_call("read", {"path": "/src/pending.py"}, call_id="pending")
+        return run
+
+    def carry_on(self, run: lw.RunGuard) -> list[Any]:
+        run.after_call("read", {"path": "/src/pending.py"}, call_id="pending", result="text")
+        seen: list[Any] = []
+        for i in range(2, 6):
+            try:
+                decision = run.before_call("bash", {"cmd": "make test"}, call_id=f"m{i}")
+                seen.append(decision.action)
+                run.after_call(
+                    "bash", {"cmd": "make test"}, call_id=f"m{i}", result="FAILED 1 test"
+                )
+            except lw.LoopAbort as stop:
+                seen.append(stop.code)
+        return seen
+
+    def test_a_schema_1_file_keeps_working(self, tmp_path: Path) -> None:
+        """Runs and side records of a schema-1 file are read as they were written, and a
+        run goes on exactly as if it had never been stored."""
+        db = tmp_path / "state.db"
+        shutil.copy(DATA / "state-v1.db", db)
+        old = json.loads((DATA / "state-v1.json").read_text())
+        clock = FakeClock(1_700_000_100.0)
+        store = SQLiteStore(db, clock=clock)
+        assert store.keys() == old["keys"]  # listed before any was converted
+        guard = lw.LoopGuard(self.SMALL, store=store, clock=clock)
+        run = guard.run("legacy", session_id="s", agent_id="a")
+        assert json.loads(json.dumps(run.snapshot(), default=str)) == old["snapshot"]
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.read_value("hook-side-record") == b"offset=42"
+        expected = self.carry_on(self.replay(lw.LoopGuard(self.SMALL, clock=clock)))
+        assert self.carry_on(run) == expected
+        assert expected[-1] == "global_circuit_breaker" or "block" in expected
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            left = [r[0] for r in conn.execute("SELECT key FROM runs_v1")]
+        assert len(left) == 1 and left[0].endswith("second")  # converted when first used
+        guard.close()
+
+    def test_expired_schema_1_runs_are_deleted(self, tmp_path: Path) -> None:
+        """Schema-1 runs idle past the TTL go as other runs do."""
+        db = tmp_path / "state.db"
+        shutil.copy(DATA / "state-v1.db", db)
+        store = SQLiteStore(db, ttl_seconds=60, clock=FakeClock(1_700_100_000.0))
+        store.expire()
+        assert store.keys() == []
+        store.close()
+
+
 class TestManyProcesses:
     def test_concurrent_increments_are_exact(self, db: Path) -> None:
         """Processes updating one run concurrently never lose an update."""
@@ -223,6 +480,33 @@ class TestManyProcesses:
         assert len(ids) == 90 and len(set(ids)) == 90
         assert all(r["result_hash"] is not None for r in records)  # every outcome paired
 
+    def test_four_processes_hammering_one_run_count_every_call_once(self, db: Path) -> None:
+        """Four processes, each with its own cache of the run, all calling at once: every
+        call is recorded exactly once, in each process's order, its outcome paired."""
+        start = SPAWN.Event()
+        procs = [
+            SPAWN.Process(target=_workers.record_calls, args=(str(db), w, 150, start))
+            for w in range(4)
+        ]
+        for p in procs:
+            p.start()
+        start.set()
+        for p in procs:
+            p.join(120)
+            assert p.exitcode == 0
+        guard = lw.LoopGuard(
+            {"tools": {"loopDetection": {"enabled": True, "historySize": 1000}}},
+            store=f"sqlite://{db}",
+        )
+        records = guard.run("run", session_id="session").snapshot()["records"]
+        guard.close()
+        ids = [r["call_id"] for r in records]
+        assert len(ids) == 600 and len(set(ids)) == 600
+        assert all(r["result_hash"] is not None for r in records)
+        for w in range(4):
+            mine = [int(i.split("-")[1]) for i in ids if i.startswith(f"w{w}-")]
+            assert mine == list(range(150))
+
 
 class TestCrashes:
     def test_sigkill_inside_a_transaction(self, db: Path) -> None:
@@ -261,6 +545,41 @@ class TestCrashes:
         assert stored in (seen, seen + 1)  # killed before or after publishing its last commit
         assert store.transact(KEY, CONFIG, _workers._bump) == stored + 1
         store.close()
+
+    def test_sigkill_while_recording_calls(self, db: Path) -> None:
+        """A process killed while recording guarded calls leaves a run another process
+        reads whole: every recorded call, the last one perhaps without its outcome."""
+        clean = SQLiteStore(db)
+        committed = SPAWN.Value("q", 0)
+        child = SPAWN.Process(target=_workers.record_forever, args=(str(db), committed))
+        child.start()
+        wait_until(lambda: committed.value >= 20, timeout=60, what="20 calls")
+        guard = lw.LoopGuard(
+            {"tools": {"loopDetection": {"enabled": True, "historySize": 1000}}},
+            store=f"sqlite://{db}",
+        )
+        run = guard.run("run", session_id="session")
+        early = len(run.snapshot()["records"])  # this process now has the run cached
+        wait_until(lambda: committed.value >= early + 50, timeout=60, what="50 more calls")
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+        seen = committed.value
+        clean.check()
+        records = run.snapshot()["records"]  # caught up from the cached copy
+        assert len(records) in (seen, seen + 1)
+        assert [r["call_id"] for r in records] == [f"c{i}" for i in range(len(records))]
+        assert all(r["result_hash"] is not None for r in records[:seen])
+        fresh = lw.LoopGuard(
+            {"tools": {"loopDetection": {"enabled": True, "historySize": 1000}}},
+            store=f"sqlite://{db}",
+        )
+        assert fresh.run("run", session_id="session").snapshot()["records"] == records
+        run.before_call("fetch", {"i": "next"}, call_id="next")
+        assert len(run.snapshot()["records"]) == len(records) + 1
+        guard.close()
+        fresh.close()
+        clean.close()
 
 
 class TestFailures:

@@ -3,8 +3,9 @@
 Everything the runtime guard knows about one run lives in a :class:`RunState`:
 the rolling window, delivered-warning buckets, pending notes, the
 post-compaction guard, the state of each rule that keeps one, and whether the run
-was stopped. Stores keep these objects (memory) or their bytes (SQLite, Redis);
-the codec is :meth:`RunState.to_parts` / :meth:`RunState.from_bytes`.
+was stopped. Stores keep these objects (memory) or their bytes (Redis: :meth:`RunState.to_parts` /
+:meth:`RunState.from_bytes`; SQLite: the window's rows one by one, and the rest as
+:meth:`RunState.rest_bytes` / :meth:`RunState.from_parts`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from .._util import bounded_set
+from .._util import bounded_set, json_bytes, json_value
 from ..errors import CircuitBreakerTripped, CompactionLoopPersisted, LoopAbort
 from .compaction import PostCompactionGuard
 from .detectors import Detection, Observed, Plan, plan_for
@@ -84,6 +83,7 @@ class RunState:
         "checks",
         "detached",
         "detectors",
+        "dumpers",
         "ev",
         "failed_tool",
         "failure_observers",
@@ -120,6 +120,8 @@ class RunState:
         self.failure_observers = tuple(dets[i].observe for i in plan.failure_observers)
         self.ev = Observed("", "", None)
         """The run's outcome as the rules observe it (refilled for each outcome)."""
+        self.dumpers: tuple[tuple[str, Callable[[], Any]], ...] | None = None
+        """(name, bound ``dump``) of the rules that keep state, made on first encoding."""
         self.checks: dict[int, tuple[tuple[bool, Callable[..., Detection | None]], ...]] = {}
         """Facts -> (OpenClaw's rule, bound ``check``) of the rules to ask, filled on use."""
         self.buckets: dict[str, int] = {}
@@ -204,57 +206,87 @@ class RunState:
 
     def to_parts(self) -> list[bytes]:
         """:meth:`to_bytes` in pieces: a large window is copied once, by whoever joins them."""
-        stopped = self.stopped
-        rest = orjson.dumps(
-            {
-                "v": STATE_VERSION,
-                "g": self.guard.dump(),
-                "b": list(self.buckets.items()),
-                "n": list(self.notes.items()),
-                "x": list(self.blocked),
-                "m": [self.miss_name, self.miss_count],
-                "s": None if stopped is None else stopped.to_json(),
-                "st": self.started,
-                "u": self.updated,
-                "k": self.blocks,
-                "f": self.failed_tool,
-                "p": self.polls,
-                "c": [self.calls, self.refused],
-                "w": list(self.waits.items()),
-                "d": {det.name: det.dump() for det in self.detectors if det.stateful},
-            }
-        )
+        rest = self._rest()
+        rest["u"] = self.updated
+        data = json_bytes(rest)
         # The window is most of the state: spliced in from its incrementally kept rows.
-        return [b'{"h":', *self.window.dump_parts(), b",", rest[1:]]
+        return [b'{"h":', *self.window.dump_parts(), b",", data[1:]]
+
+    def rest_bytes(self) -> bytes:
+        """Everything but the window and the time of last use, encoded (read back by
+        :meth:`from_parts`): what a store that keeps the window's rows apart writes."""
+        return json_bytes(self._rest())
+
+    def _rest(self) -> dict[str, Any]:
+        stopped = self.stopped
+        dumpers = self.dumpers
+        if dumpers is None:
+            dumpers = self.dumpers = tuple(
+                (det.name, det.dump) for det in self.detectors if det.stateful
+            )
+        return {
+            "v": STATE_VERSION,
+            "g": self.guard.dump(),
+            "b": list(self.buckets.items()),
+            "n": list(self.notes.items()),
+            "x": list(self.blocked),
+            "m": [self.miss_name, self.miss_count],
+            "s": None if stopped is None else stopped.to_json(),
+            "st": self.started,
+            "k": self.blocks,
+            "f": self.failed_tool,
+            "p": self.polls,
+            "c": [self.calls, self.refused],
+            "w": list(self.waits.items()),
+            "d": {name: dump() for name, dump in dumpers},
+        }
 
     @classmethod
     def from_bytes(cls, data: bytes, config: LoopDetectionConfig) -> RunState:
         """Rebuild a state; the current config decides window size and the rules."""
-        raw = orjson.loads(data)
-        if not isinstance(raw, dict) or raw.get("v") != STATE_VERSION:
-            raise ValueError(
-                f"unsupported run state version {raw.get('v') if isinstance(raw, dict) else raw!r}"
-            )
+        raw = _versioned(json_value(data))
         state = cls.new(config, RunWindow.load(raw["h"], config.history_size))
-        state.guard.load(raw["g"])
-        state.buckets = dict(raw["b"])
-        state.notes = dict(raw["n"])
-        state.blocked = dict.fromkeys(raw["x"], True)
-        state.miss_name, state.miss_count = raw["m"][0], int(raw["m"][1])
-        stopped = raw["s"]
-        state.stopped = None if stopped is None else Stop.from_json(stopped)
-        state.started = bool(raw["st"])
+        state._load_rest(raw)
         state.updated = float(raw["u"])
-        state.blocks = int(raw["k"])
-        state.failed_tool = raw["f"]
-        state.polls = [str(p) for p in raw["p"]][-MAX_POLL_SIGS:]
+        return state
+
+    @classmethod
+    def from_parts(
+        cls, window: RunWindow, rest: bytes, config: LoopDetectionConfig, updated: float = 0.0
+    ) -> RunState:
+        """A state of ``window`` and the rest as :meth:`rest_bytes` encoded it."""
+        raw = _versioned(json_value(rest))
+        state = cls.new(config, window)
+        state._load_rest(raw)
+        state.updated = updated
+        return state
+
+    def _load_rest(self, raw: dict[str, Any]) -> None:
+        self.guard.load(raw["g"])
+        self.buckets = dict(raw["b"])
+        self.notes = dict(raw["n"])
+        self.blocked = dict.fromkeys(raw["x"], True)
+        self.miss_name, self.miss_count = raw["m"][0], int(raw["m"][1])
+        stopped = raw["s"]
+        self.stopped = None if stopped is None else Stop.from_json(stopped)
+        self.started = bool(raw["st"])
+        self.blocks = int(raw["k"])
+        self.failed_tool = raw["f"]
+        self.polls = [str(p) for p in raw["p"]][-MAX_POLL_SIGS:]
         # Absent in states written before they were counted.
         tally = raw.get("c")
         if tally:
-            state.calls, state.refused = int(tally[0]), int(tally[1])
-        state.waits = {str(s): [float(x) for x in w] for s, w in raw.get("w", ())[-MAX_WAITS:]}
+            self.calls, self.refused = int(tally[0]), int(tally[1])
+        self.waits = {str(s): [float(x) for x in w] for s, w in raw.get("w", ())[-MAX_WAITS:]}
         kept = raw["d"]
-        for det in state.detectors:
+        for det in self.detectors:
             if det.stateful and det.name in kept:
                 det.load(kept[det.name])
-        return state
+
+
+def _versioned(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict) or raw.get("v") != STATE_VERSION:
+        raise ValueError(
+            f"unsupported run state version {raw.get('v') if isinstance(raw, dict) else raw!r}"
+        )
+    return raw

@@ -23,11 +23,11 @@ A quantity for a new detector is kept the same way: updated in :meth:`add`,
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any
 
-import orjson
+from .._util import json_bytes
 
 __all__ = ["Record", "RunWindow", "SigStats"]
 
@@ -133,7 +133,7 @@ def _row(r: Record) -> list[Any]:
 
 
 def _encode_row(r: Record) -> bytes:
-    return orjson.dumps(_row(r))
+    return json_bytes(_row(r))
 
 
 class RunWindow:
@@ -145,6 +145,7 @@ class RunWindow:
     """
 
     __slots__ = (
+        "_changed",
         "_dirty",
         "_enc",
         "capacity",
@@ -171,6 +172,8 @@ class RunWindow:
         # one bytes per record, with records added or completed since in _dirty.
         self._enc: deque[bytes] | None = None
         self._dirty: list[Record] = []
+        # Records added or completed since changed_rows() last ran (None: not tracked).
+        self._changed: list[Record] | None = None
 
     def __len__(self) -> int:
         return len(self.records)
@@ -363,26 +366,66 @@ class RunWindow:
         encoded once while this window lives, so a store that keeps the state between
         writes (Redis) pays per step for the new rows only, not for the whole window."""
         enc = self._enc
-        records = self.records
         if enc is None:
-            enc = self._enc = deque(map(_encode_row, records))
+            enc = self._enc = deque(map(_encode_row, self.records))
         elif self._dirty:
-            first = records[0].seq if records else 0
-            size = len(records)
-            for rec in self._dirty:
-                index = rec.seq - first
-                if 0 <= index < size:  # else evicted since
-                    enc[index] = _encode_row(rec)
-            self._dirty.clear()
+            self._reencode(enc)
         return [b"[", b",".join(enc), b"]"]
+
+    def _reencode(self, enc: deque[bytes]) -> None:
+        records = self.records
+        first = records[0].seq if records else 0
+        size = len(records)
+        for rec in self._dirty:
+            index = rec.seq - first
+            if 0 <= index < size:  # else evicted since
+                enc[index] = _encode_row(rec)
+        self._dirty.clear()
 
     def _mark_dirty(self, rec: Record) -> None:
         dirty = self._dirty
         dirty.append(rec)
+        changed = self._changed
+        if changed is not None:
+            changed.append(rec)
         if len(dirty) > len(self.records) + 64:
             # Nobody dumps this window any more: stop keeping rows for it.
             self._enc = None
+            self._changed = None
             dirty.clear()
+
+    def track(self, encoded: Iterable[bytes] | None = None) -> list[tuple[int, bytes]]:
+        """Start logging the records added or completed, for :meth:`changed_rows`; returns
+        ``(seq, encoded row)`` of every record. ``encoded``: the records' rows as a store
+        already holds them (saves encoding them again)."""
+        enc = self._enc = deque(map(_encode_row, self.records) if encoded is None else encoded)
+        self._dirty.clear()
+        self._changed = []
+        return [(rec.seq, row) for rec, row in zip(self.records, enc, strict=True)]
+
+    def changed_rows(self) -> list[tuple[int, bytes]] | None:
+        """``(seq, encoded row)`` of the records added or completed since :meth:`track` or
+        the last call, that are still in the window; ``None`` when the window was not
+        tracked (or one step changed more than it holds): every record is to be written.
+
+        A store that writes a run row by row (SQLite) calls it once per update, so an
+        update costs the rows it changed, not the whole window."""
+        changed = self._changed
+        enc = self._enc
+        if changed is None or enc is None:
+            return None
+        if self._dirty:
+            self._reencode(enc)
+        records = self.records
+        first = records[0].seq if records else 0
+        size = len(records)
+        rows: dict[int, bytes] = {}
+        for rec in changed:
+            index = rec.seq - first
+            if 0 <= index < size:  # else evicted since
+                rows[rec.seq] = enc[index]
+        changed.clear()
+        return list(rows.items())
 
     @classmethod
     def load(

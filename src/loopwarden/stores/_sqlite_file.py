@@ -7,6 +7,10 @@ that knows files and connections, not runs:
   between threads), opened on first use; a forked child opens its own;
 * WAL mode, so readers never wait for the writer and a killed process leaves
   the database consistent (its open transaction simply never happened);
+* before each transaction, a check that the path still names the files the
+  connection has open (the database and its ``-wal`` file): one that was deleted
+  or replaced is reopened, and the connection's *epoch* changes, so that a
+  cache of what was read through the old one is never trusted again;
 * a versioned schema (``PRAGMA user_version``) with ordered migrations;
 * every SQLite failure becomes a :class:`~loopwarden.errors.StoreError` that
   names the file and says what to do about it.
@@ -29,7 +33,7 @@ from ..errors import StoreError
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteFile", "default_state_path"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Ordered migrations: target version -> statements taking the schema there from
 # the version before. A new version appends an entry; old files are upgraded in
@@ -44,9 +48,51 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         " key TEXT PRIMARY KEY, value BLOB NOT NULL, updated REAL NOT NULL)",
         "CREATE INDEX IF NOT EXISTS kv_updated ON kv(updated)",
     ),
+    # A run as rows: its head (versions, the ring's bounds, the state beside the window)
+    # and one row per call in the window, so that an update writes what it changed.
+    # Version-1 states stay in runs_v1 and are converted run by run when first used (no
+    # long migration under the write lock, whatever the file holds).
+    2: (
+        "ALTER TABLE runs RENAME TO runs_v1",
+        "DROP INDEX IF EXISTS runs_updated",
+        "CREATE INDEX IF NOT EXISTS runs_v1_updated ON runs_v1(updated)",
+        # gen: new whenever the rows are written afresh; ver: +1 per change; the rows
+        # hold the calls seq in [lo, seq), the one of seq s in slot s % cap.
+        # A rowid table: a head (a few KB) then fits in its page, where an index b-tree
+        # (WITHOUT ROWID) would spill it to overflow pages, more pages per commit.
+        "CREATE TABLE runs ("
+        " key TEXT PRIMARY KEY, gen INTEGER NOT NULL, ver INTEGER NOT NULL,"
+        " seq INTEGER NOT NULL, lo INTEGER NOT NULL, cap INTEGER NOT NULL,"
+        " rest BLOB NOT NULL, updated REAL NOT NULL)",
+        "CREATE INDEX runs_updated ON runs(updated)",
+        # ver: the run's version that last wrote the row (what a cache lacks is newer).
+        "CREATE TABLE run_rows ("
+        " key TEXT NOT NULL, slot INTEGER NOT NULL, ver INTEGER NOT NULL,"
+        " seq INTEGER NOT NULL, row BLOB NOT NULL, PRIMARY KEY (key, slot)) WITHOUT ROWID",
+    ),
 }
 
 DEFAULT_BUSY_TIMEOUT = 5.0
+
+# A directory's mtime may not move for a change made within the file system's timestamp
+# granularity of the one before: its stamp is trusted only once it is this old (whole
+# seconds: a file system that keeps seconds only, as ext4 with small inodes does).
+_SETTLED_NS = 50_000_000
+_SETTLED_COARSE_NS = 3_000_000_000
+# Check the files themselves every Nth transaction even when the directory looks still.
+_FULL_CHECK_EVERY = 64
+
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+# os.getpid() is a system call: the pid is kept, and renewed in a forked child.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def default_state_path(env: Mapping[str, str] | None = None) -> Path:
@@ -80,12 +126,17 @@ class SQLiteFile:
     def __init__(self, path: Path, busy_timeout: float) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        self._db = str(path)
+        self._dir = str(path.parent)
+        self._wal = f"{path}-wal"
+        self._shm = f"{path}-shm"
         self._local = threading.local()
         self._lock = threading.Lock()
         # thread ident -> connection, so close() reaches every thread's connection.
         self._conns: dict[int, sqlite3.Connection] = {}
-        self._pid = os.getpid()
+        self._pid = _pid
         self._closed = False
+        self._epoch = 0
 
     def error(self, action: str, exc: BaseException) -> StoreError:
         """A StoreError that names the file and says what to do about it."""
@@ -118,22 +169,27 @@ class SQLiteFile:
         )
 
     def connection(self) -> sqlite3.Connection:
+        """This thread's connection, opened (or reopened) when needed."""
         local = self._local
         conn: sqlite3.Connection | None = getattr(local, "conn", None)
-        pid = os.getpid()
+        pid = _pid
         if conn is not None and local.pid == pid:
-            if self._same_file(local.ident):
+            if self._unchanged(local):
                 return conn
-            # The file was deleted or replaced (the documented fix for a bad file) while
-            # this connection was open: writing on would split the state between this
-            # process and every new one. Open the file now at the path.
+            # The database or its -wal file was deleted or replaced (the documented fix
+            # for a bad file is deleting it) while this connection was open: writing on
+            # would split the state between this process and every new one, and lose
+            # this process's writes when it closes. Open the files now at the path.
             logger.warning(
-                "loopwarden state database %s was replaced or deleted; reopening it", self.path
+                "loopwarden state database %s (or its -wal or -shm file) was replaced or "
+                "deleted while open; reopening it (what this process wrote since the last "
+                "checkpoint went with the deleted files)",
+                self.path,
             )
             with self._lock:
                 self._conns.pop(threading.get_ident(), None)
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
+                self._epoch += 1
+            _let_go(conn)
             local.conn = None
         if self._closed:
             raise StoreError(f"loopwarden state database {self.path}: the store is closed")
@@ -145,22 +201,52 @@ class SQLiteFile:
                 self._pid = pid
         conn = self._open()
         local.conn, local.pid, local.ident = conn, pid, self._identity()
+        local.epoch, local.stamp, local.checks = self._epoch, None, 0
         with self._lock:
             self._conns[threading.get_ident()] = conn
             if len(self._conns) > 8:
                 self._drop_dead_threads()
         return conn
 
-    def _identity(self) -> tuple[int, int] | None:
+    def begin(self) -> tuple[sqlite3.Connection, int]:
+        """This thread's connection inside a new write transaction (``BEGIN IMMEDIATE``),
+        and its epoch: it changes whenever a connection had to be reopened on a replaced
+        file, so what was read before is not trusted across it."""
+        conn = self.connection()
         try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
+            self.wait(conn, "BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self.error("start a transaction", exc) from None
+        epoch: int = self._local.epoch
+        return conn, epoch
 
-    def _same_file(self, ident: tuple[int, int] | None) -> bool:
-        """The path still names the file this thread's connection has open (one stat)."""
-        return ident is not None and self._identity() == ident
+    def _identity(self) -> tuple[tuple[int, int] | None, ...] | None:
+        """Device and inode of the database file and of its -wal and -shm files."""
+        found = tuple(map(_inode, (self._db, self._wal, self._shm)))
+        return None if found[0] is None else found
+
+    def _unchanged(self, local: threading.local) -> bool:
+        """The path still names the files this thread's connection has open.
+
+        One ``stat`` of the directory in the common case: deleting, creating or renaming
+        a file in it moves its mtime. When it moved (or lately, or every so often), the
+        database and its -wal file are compared with what the connection opened.
+        """
+        try:
+            st = os.stat(self._dir)
+        except OSError:
+            return False
+        stamp = (st.st_ino, st.st_dev, st.st_mtime_ns)
+        local.checks += 1
+        if stamp == local.stamp and local.checks % _FULL_CHECK_EVERY:
+            return True
+        ident = local.ident
+        if ident is None or self._identity() != ident:
+            return False
+        mtime = st.st_mtime_ns
+        settled = _SETTLED_COARSE_NS if mtime % 1_000_000_000 == 0 else _SETTLED_NS
+        local.stamp = stamp if time.time_ns() - mtime > settled else None
+        return True
 
     def _drop_dead_threads(self) -> None:
         alive = {t.ident for t in threading.enumerate()}
@@ -298,6 +384,58 @@ class SQLiteFile:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         self._local = threading.local()
+
+
+def _inode(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _let_go(conn: sqlite3.Connection) -> None:
+    """Close a connection whose files were deleted or replaced, without the checkpoint
+    SQLite runs when a file's last connection closes: that would copy this connection's
+    writes (in its deleted -wal) into the database file, under the -wal of the processes
+    that opened it since, and then delete their -wal and -shm files by name."""
+    try:
+        if sys.version_info >= (3, 12):
+            conn.setconfig(sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, True)
+        else:
+            _no_checkpoint_on_close(conn)
+    except Exception as exc:  # never worse than closing as before
+        logger.warning(
+            "loopwarden could not keep SQLite from checkpointing a replaced file on close (%s)",
+            _describe(exc),
+        )
+    with contextlib.suppress(sqlite3.Error):
+        conn.close()
+
+
+def _no_checkpoint_on_close(conn: sqlite3.Connection) -> None:
+    """``SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`` on Python 3.11, which has no
+    ``Connection.setconfig``: ``sqlite3_db_config`` called on the connection's handle."""
+    import _sqlite3
+    import ctypes
+
+    if sys.implementation.name != "cpython":
+        raise RuntimeError(f"not CPython ({sys.implementation.name})")
+    lib = ctypes.CDLL(_sqlite3.__file__)  # resolves SQLite's symbols through the module
+    # CPython's connection object holds the sqlite3 * right after the object header.
+    handle = ctypes.c_void_p.from_address(id(conn) + object.__basicsize__).value
+    filename = lib.sqlite3_db_filename
+    filename.restype = ctypes.c_char_p
+    filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    expected = os.fsencode(conn.execute("PRAGMA database_list").fetchone()[2])
+    if not handle or filename(handle, b"main") != expected:
+        raise RuntimeError("the connection's handle was not found")
+    config = lib.sqlite3_db_config
+    config.restype = ctypes.c_int
+    config.argtypes = [ctypes.c_void_p, ctypes.c_int]  # the rest are variadic
+    no_checkpoint_on_close = 1006  # SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE
+    if config(handle, no_checkpoint_on_close, ctypes.c_int(1), ctypes.c_void_p(None)) != 0:
+        raise RuntimeError("sqlite3_db_config failed")
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

@@ -13,9 +13,10 @@ the guard or a hook, never per call:
 
 The function given to :meth:`Store.transact` must be pure with respect to
 anything outside the state it receives: a backend with optimistic concurrency
-(Redis ``WATCH``/``MULTI``) may run it more than once for one update, and keep
-only the last run's changes. The runtime guard relies on this: it logs, writes
-run records and emits events only after ``transact`` returns.
+(Redis's compare-and-set; SQLite's update made before it takes the write lock)
+may run it more than once for one update, and keep only the last run's changes.
+The runtime guard relies on this: it logs, writes run records and emits events
+only after ``transact`` returns.
 
 ============  ==========  ==========  ===========  ===========
 store         InProcess   SideRecords Inspectable  expires runs
@@ -47,6 +48,7 @@ __all__ = [
     "SideRecords",
     "Store",
     "decode_state",
+    "unreadable",
 ]
 
 T = TypeVar("T")
@@ -148,16 +150,23 @@ def decode_state(data: bytes, config: LoopDetectionConfig, key: str, where: obje
     """A stored run state, or a fresh one when the bytes cannot be read (written by another
     state version, damaged): one unreadable state must not wedge its run forever, so it
     starts afresh and a warning says so (``where`` names the store)."""
-    from .._logging import logger
     from ..engine.state import RunState
 
     try:
         return RunState.from_bytes(data, config)
     except Exception as exc:
-        logger.warning(
-            "loopwarden state of run %r in %s is unreadable (%s); starting it afresh",
-            key.rsplit("\x1f", 1)[-1],
-            where,
-            str(exc) or type(exc).__name__,
-        )
+        unreadable(key, where, exc)
         return RunState.new(config)
+
+
+def unreadable(key: str, where: object, exc: BaseException) -> None:
+    """Log that the stored state of ``key`` in ``where`` could not be read (its run starts
+    afresh)."""
+    from .._logging import logger
+
+    logger.warning(
+        "loopwarden state of run %r in %s is unreadable (%s); starting it afresh",
+        key.rsplit("\x1f", 1)[-1],
+        where,
+        str(exc) or type(exc).__name__,
+    )
