@@ -30,7 +30,11 @@ from loopwarden.integrations.google_adk import (
 )
 from tests._snippets import snippet
 from tests.integrations._drivers import _adk_model_class
-from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events
+from tests.integrations._shared import BLOCKED, SMALL, Events
+
+# The note on a poll whose result says the job still runs (`pending`): loopwarden's wait
+# wording (docs/stopping.md, "Polls of a running job").
+WARNING = "WARNING: the job is still running: poll_status has been polled"
 
 # EventsCompactionConfig warns that it is experimental; pytest turns warnings into errors.
 experimental = pytest.mark.filterwarnings("ignore:.*EXPERIMENTAL.*:UserWarning")
@@ -147,7 +151,7 @@ def collecting(runner: InMemoryRunner, session_id: str, mode: str) -> tuple[list
 def test_stuck_agent_is_warned_then_blocked_then_stopped(mode: str, events: Events) -> None:
     ran: list[str] = []
     model = Scripted(model="scripted", steps=stuck(12))
-    plugin = LoopGuardPlugin(SMALL, on_event=events)
+    plugin = LoopGuardPlugin(SMALL, on_event=events, on_stop="raise")
     runner = runner_for(LlmAgent(name="poller", model=model, tools=[poller(ran)]), plugin)
     session = runner.session_service.create_session_sync(app_name=runner.app_name, user_id="me")
 
@@ -173,7 +177,9 @@ async def test_stuck_agent_with_a_sqlite_store(tmp_path: Path, events: Events) -
     # A store that does I/O: the plugin goes through the guard's async methods.
     ran: list[str] = []
     model = Scripted(model="scripted", steps=stuck(12))
-    plugin = LoopGuardPlugin(SMALL, store=f"sqlite:///{tmp_path / 'lw.db'}", on_event=events)
+    plugin = LoopGuardPlugin(
+        SMALL, store=f"sqlite:///{tmp_path / 'lw.db'}", on_event=events, on_stop="raise"
+    )
     runner = runner_for(LlmAgent(name="poller", model=model, tools=[poller(ran)]), plugin)
     try:
         with pytest.raises(RuntimeError) as caught:
@@ -199,7 +205,7 @@ def compacting_app(model: BaseLlm, plugin: LoopGuardPlugin, ran: list[str], **co
 async def test_compaction_after_an_invocation_arms_the_next_one(compact: bool) -> None:
     ran: list[str] = []
     model = Scripted(model="scripted", steps=[*stuck(2), "pending, I will check later", *stuck(4)])
-    plugin = LoopGuardPlugin(SMALL)
+    plugin = LoopGuardPlugin(SMALL, on_stop="raise")
     config = {"compaction_interval": 1, "overlap_size": 0} if compact else {}
     runner = InMemoryRunner(app=compacting_app(model, plugin, ran, **config))
     session = await runner.session_service.create_session(app_name="app", user_id="me")
@@ -245,7 +251,8 @@ async def test_a_stop_is_not_logged_as_a_crash(caplog: pytest.LogCaptureFixture)
     caplog.set_level(logging.DEBUG)
     model = Scripted(model="scripted", steps=stuck(12))
     runner = runner_for(
-        LlmAgent(name="poller", model=model, tools=[poller([])]), LoopGuardPlugin(SMALL)
+        LlmAgent(name="poller", model=model, tools=[poller([])]),
+        LoopGuardPlugin(SMALL, on_stop="raise"),
     )
     with pytest.raises(RuntimeError) as caught:
         await ask(runner, "hi")

@@ -32,7 +32,11 @@ from loopwarden.integrations.openai_agents import (
     LoopGuardForAgents,
 )
 from tests._snippets import snippet
-from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events
+from tests.integrations._shared import BLOCKED, SMALL, Events
+
+# The note on a poll whose result says the job still runs (`pending`): loopwarden's wait
+# wording (docs/stopping.md, "Polls of a running job").
+WARNING = "WARNING: the job is still running: poll_status has been polled"
 
 # Nothing may try to upload traces: the SDK's global switch, plus tracing_disabled per run.
 set_tracing_disabled(True)
@@ -99,7 +103,7 @@ def run(agent: Agent[Any], guard: LoopGuardForAgents, mode: str, **kwargs: Any) 
 def test_stuck_agent_is_warned_then_blocked_then_stopped(mode: str, events: Events) -> None:
     ran: list[str] = []
     model = ScriptedModel(stuck(12))
-    guard = LoopGuardForAgents(SMALL, on_event=events)
+    guard = LoopGuardForAgents(SMALL, on_event=events, on_stop="raise")
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
 
     with pytest.raises(lw.CircuitBreakerTripped) as caught:
@@ -124,7 +128,9 @@ async def test_stuck_agent_with_a_sqlite_store(tmp_path: Path, events: Events) -
     # A store that does I/O: the integration goes through the guard's async methods.
     ran: list[str] = []
     model = ScriptedModel(stuck(12))
-    guard = LoopGuardForAgents(SMALL, store=f"sqlite:///{tmp_path / 'lw.db'}", on_event=events)
+    guard = LoopGuardForAgents(
+        SMALL, store=f"sqlite:///{tmp_path / 'lw.db'}", on_event=events, on_stop="raise"
+    )
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
     try:
         with pytest.raises(lw.CircuitBreakerTripped):
@@ -139,7 +145,7 @@ async def test_stuck_agent_with_a_sqlite_store(tmp_path: Path, events: Events) -
 def test_hallucinated_tool_is_counted_blocked_and_stops_the_run(events: Events) -> None:
     ran: list[str] = []
     model = ScriptedModel(stuck(12, tool="no_such_tool", args={"q": "x"}))
-    guard = LoopGuardForAgents(SMALL, on_event=events)
+    guard = LoopGuardForAgents(SMALL, on_event=events, on_stop="raise")
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
 
     with pytest.raises(lw.CircuitBreakerTripped) as caught:
@@ -181,7 +187,7 @@ async def test_server_side_compaction_then_identical_calls_abort(lw_logs: Any) -
     steps = stuck(6)
     steps[0] = [compaction, *steps[0]]
     model = ScriptedModel(steps)
-    guard = LoopGuardForAgents(SMALL)
+    guard = LoopGuardForAgents(SMALL, on_stop="raise")
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
 
     with pytest.raises(lw.CompactionLoopPersisted) as caught:
@@ -222,7 +228,7 @@ class CompactingSession(SQLiteSession):
 async def test_compacted_session_arms_the_next_run(compact: bool) -> None:
     ran: list[str] = []
     tool = poll_tool(ran)
-    guard = LoopGuardForAgents(SMALL)
+    guard = LoopGuardForAgents(SMALL, on_stop="raise")
     session = CompactingSession("thread-1", compact=compact)
     first = ScriptedModel(stuck(2))
     agent = guard.protect(Agent(name="poller", model=first, tools=[tool]))
