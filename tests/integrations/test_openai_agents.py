@@ -1,10 +1,12 @@
-"""OpenAI Agents SDK integration, driven offline with the SDK's own ``ScriptedModel``."""
+"""OpenAI Agents SDK integration, driven offline: the SDK's own ``ScriptedModel``, and its
+Chat Completions client against a scripted model on loopback."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ pytest.importorskip("agents")
 from agents import (
     Agent,
     AgentHooks,
+    OpenAIChatCompletionsModel,
     Runner,
     SQLiteSession,
     ToolOutputText,
@@ -23,7 +26,9 @@ from agents import (
 )
 from agents.exceptions import AgentsException
 from agents.testing import ScriptedModel, assistant_message, function_call
+from openai import AsyncOpenAI
 from openai.types.responses import ResponseCompactionItem
+from pydantic import BaseModel
 
 import loopwarden as lw
 from loopwarden.integrations.openai_agents import (
@@ -31,7 +36,9 @@ from loopwarden.integrations.openai_agents import (
     AgentsCompactionLoopPersisted,
     LoopGuardForAgents,
 )
+from loopwarden.stopping import fallback_answer, final_answer_request, person_note
 from tests._snippets import snippet
+from tests.integrations._chat_server import ChatServer, tool_messages
 from tests.integrations._shared import BLOCKED, SMALL, Events
 
 # The note on a poll whose result says the job still runs (`pending`): loopwarden's wait
@@ -427,3 +434,308 @@ def test_docs_example_runs(clean_namespace: dict[str, Any], capsys: Any) -> None
     assert seen["c10"].startswith("pending\n\nWARNING: poll_status has been called 10 times")
     assert seen["c20"].startswith(BLOCKED + ": poll_status was called 20 times")
     assert len(model.calls) == 31
+
+
+# -- onStop: what a stop does (docs/integrations-openai-agents.md) ---------------------
+# These runs use the SDK's real Chat Completions client over HTTP, against a scripted
+# model on loopback (tests/integrations/_chat_server.py) that keeps every request.
+
+LAST = "I polled job 42 five times and it is still pending. Check the job by hand."
+
+
+def looping(tool: str = "poll_status", last: Any = LAST) -> Callable[[dict[str, Any]], Any]:
+    """A model that makes the same call every turn (call ids c0, c1 ...) while it is
+    offered tools, and answers ``last`` when it is offered none."""
+
+    def reply(body: dict[str, Any]) -> Any:
+        if not body.get("tools"):
+            return last
+        return [(tool, {"job": "42"}, f"c{len(tool_messages(body))}")]
+
+    return reply
+
+
+@contextlib.asynccontextmanager
+async def chat_model(
+    reply: Callable[[dict[str, Any]], Any],
+) -> AsyncIterator[tuple[ChatServer, OpenAIChatCompletionsModel]]:
+    """The SDK's Chat Completions model, its client pointed at a scripted server."""
+    with ChatServer(reply) as server:
+        client = AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+        try:
+            yield server, OpenAIChatCompletionsModel(model="scripted", openai_client=client)
+        finally:
+            await client.close()
+
+
+async def run_once(agent: Agent[Any], guard: LoopGuardForAgents, mode: str = "async") -> Any:
+    """One run of at most 30 turns (loopwarden told so), plain or streamed."""
+    config = guard.run_config(tracing_disabled=True, max_turns=30)
+    if mode == "async":
+        return await Runner.run(agent, "Is job 42 done?", run_config=config, max_turns=30)
+    result = Runner.run_streamed(agent, "Is job 42 done?", run_config=config, max_turns=30)
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
+def last_request(server: ChatServer) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The last request the model got, and its last message."""
+    body = server.requests[-1]
+    return body, body["messages"][-1]
+
+
+@pytest.mark.parametrize("mode", ["async", "streamed"])
+async def test_answer_ends_the_run_with_the_models_last_answer(mode: str, events: Events) -> None:
+    """Unset on_stop (no approvals, no config): the stop ends the run with one more model
+    call without tools, told why; its text plus the summary is the final output."""
+    ran: list[str] = []
+    async with chat_model(looping()) as (server, model):
+        guard = LoopGuardForAgents(SMALL, on_event=events)
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
+        result = await run_once(agent, guard, mode)
+
+    report = guard.stop_report(result)
+    assert report is not None
+    assert (report.code, report.tool, report.count) == ("global_circuit_breaker", "poll_status", 7)
+    assert (report.calls, report.refused, report.turns, report.turn_limit) == (8, 3, 8, 30)
+    # Tokens as the client reported them (15 per answer; the stream reports none).
+    assert report.tokens == (8 * 15 if mode == "async" else None)
+    assert result.final_output == f"{LAST}\n\n{report.summary()}"
+    assert "could have gone on for 22 more model turns" in report.summary()
+    body, message = last_request(server)
+    assert len(server.requests) == 9 and "tools" not in body
+    assert message == {"role": "user", "content": final_answer_request(report)}
+    assert tool_messages(body)["c7"].startswith("CRITICAL: the loopwarden global circuit breaker")
+    assert len(ran) == 5
+    assert events.actions() == ["warn", "block", "block", "stop"]
+
+
+async def test_answer_after_calls_of_a_missing_tool() -> None:
+    """A stop on a tool that does not exist, with no tool run in that turn: the agent's
+    function tools are off for the SDK's next model call, which is told why and ends
+    the run; the summary is appended to its text."""
+    async with chat_model(looping("no_such_tool")) as (server, model):
+        guard = LoopGuardForAgents(SMALL)
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+        result = await run_once(agent, guard)
+
+    report = guard.stop_report(result)
+    assert report is not None and (report.code, report.tool) == (
+        "unknown_tool_repeat",
+        "no_such_tool",
+    )
+    assert result.final_output == f"{LAST}\n\n{report.summary()}"
+    body, message = last_request(server)
+    assert len(server.requests) == 9 and "tools" not in body
+    assert message["role"] == "tool" and final_answer_request(report) in message["content"]
+
+
+@pytest.mark.parametrize(
+    "last",
+    [(500, "the model service failed"), [("poll_status", {"job": "42"}, "late")], ""],
+    ids=["fails", "asks-for-tools", "empty"],
+)
+async def test_answer_falls_back_to_the_summary(last: Any) -> None:
+    """When the last model call fails, still asks for tools or says nothing, the final
+    output is loopwarden's fallback text: no exception reaches the caller."""
+    async with chat_model(looping(last=last)) as (server, model):
+        guard = LoopGuardForAgents(SMALL)
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+        result = await run_once(agent, guard)
+
+    report = guard.stop_report(result)
+    assert report is not None
+    assert result.final_output == fallback_answer(report)
+    assert "tools" not in server.requests[-1] and len(server.requests) == 9
+
+
+class JobReport(BaseModel):
+    status: str
+    advice: str
+
+
+async def test_answer_with_a_structured_output_type() -> None:
+    """A structured output type: the last answer is parsed into it, without the summary,
+    and the report stays available from stop_report."""
+    answer = '{"status": "pending", "advice": "check job 42 by hand"}'
+    async with chat_model(looping(last=answer)) as (server, model):
+        guard = LoopGuardForAgents(SMALL)
+        agent = guard.protect(
+            Agent(name="poller", model=model, tools=[poll_tool([])], output_type=JobReport)
+        )
+        result = await run_once(agent, guard)
+
+    assert result.final_output == JobReport(status="pending", advice="check job 42 by hand")
+    assert guard.stop_report(result) is not None
+    assert server.requests[-1]["response_format"]["type"] == "json_schema"
+
+
+async def test_a_stop_after_the_call_ran_ends_with_an_answer() -> None:
+    """The post-compaction abort comes after a call ran (nothing to ask about): under
+    ask too, the run ends with the model's last answer, asked without tools."""
+    compaction = ResponseCompactionItem(id="cmp_9", type="compaction", encrypted_content="...")
+    steps = stuck(6)
+    steps[0] = [compaction, *steps[0]]
+    steps[3] = [assistant_message("Job 42 is pending after three checks.")]
+    model = ScriptedModel(steps[:4])
+    guard = LoopGuardForAgents(SMALL, on_stop="ask")
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+
+    result = await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+
+    report = guard.stop_report(result)
+    assert report is not None and report.code == "compaction_loop_persisted"
+    assert result.final_output == f"Job 42 is pending after three checks.\n\n{report.summary()}"
+    assert result.interruptions == []
+    last = model.last_call
+    assert last is not None and last.tools == [] and last.handoffs == []
+    assert last.input[-1] == {"role": "user", "content": final_answer_request(report)}
+
+
+async def test_raise_keeps_the_exception_with_its_report() -> None:
+    """on_stop="raise": the run ends with AgentsCircuitBreakerTripped, carrying the report;
+    the model is not asked again."""
+    async with chat_model(looping()) as (server, model):
+        guard = LoopGuardForAgents(SMALL, on_stop="raise")
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+        with pytest.raises(AgentsCircuitBreakerTripped) as caught:
+            await run_once(agent, guard)
+    assert caught.value.report is not None and caught.value.report.refused == 3
+    assert len(server.requests) == 8
+
+
+def test_the_config_chooses_when_the_argument_is_unset() -> None:
+    """loopwarden.onStop in the config applies when on_stop is not given; the argument
+    wins over it; a wrong value is a clear error."""
+    config = {**SMALL, "loopwarden": {"onStop": "raise"}}
+    model = ScriptedModel(stuck(12))
+    guard = LoopGuardForAgents(config)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+    with pytest.raises(AgentsCircuitBreakerTripped):
+        run_sync(agent, "hi", run_config=guard.run_config(tracing_disabled=True), max_turns=30)
+    assert isinstance(LoopGuardForAgents(config, on_stop="answer").protect(Agent(name="a")), Agent)
+    assert LoopGuardForAgents(config, on_stop="answer").protect(Agent(name="a")).hooks.on_stop == (
+        "answer"
+    )
+    with pytest.raises(ValueError, match="on_stop must be"):
+        LoopGuardForAgents(SMALL, on_stop="later")  # type: ignore[arg-type]
+
+
+async def ask_run(
+    reply: Callable[[dict[str, Any]], Any], ran: list[str], **guard_kwargs: Any
+) -> tuple[Any, LoopGuardForAgents, Agent[Any], ChatServer, Any]:
+    """A run that loopwarden stops, with a person to ask; returns what resuming needs."""
+    stack = contextlib.AsyncExitStack()
+    server, model = await stack.enter_async_context(chat_model(reply))
+    guard = LoopGuardForAgents(SMALL, **guard_kwargs)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
+    result = await run_once(agent, guard)
+    return result, guard, agent, server, stack
+
+
+@pytest.mark.parametrize("how", ["helper", "sdk"])
+@pytest.mark.parametrize("choice", ["allow_once", "stop", "continue"])
+async def test_ask_puts_the_stop_to_the_person_as_a_tool_approval(choice: str, how: str) -> None:
+    """on_stop="ask": the refused call is an approval interruption with loopwarden's
+    question; resumed with the answer (loopwarden's helper, or the SDK's own approve /
+    reject), allow once runs the call once, stop ends with a last answer, continue gives
+    the model the note and the run goes on."""
+    ran: list[str] = []
+    calls = 0
+
+    def reply(body: dict[str, Any]) -> Any:
+        nonlocal calls
+        calls += 1
+        if not body.get("tools") or calls > 8:  # after the person's answer: done
+            return LAST
+        return [("poll_status", {"job": "42"}, f"c{len(tool_messages(body))}")]
+
+    result, guard, agent, server, stack = await ask_run(reply, ran, on_stop="ask")
+    async with stack:
+        assert result.final_output is None and len(server.requests) == 8 and len(ran) == 5
+        [item] = result.interruptions
+        assert item.raw_item.call_id == "c7" and item.tool_name == "poll_status"
+        question = guard.question(item)
+        assert question is not None and question.startswith("loopwarden stopped this run: ")
+        state = result.to_state()
+        note = "Job 42 is slow today; report that and stop."
+        if how == "helper":
+            guard.answer(state, item, choice, note=note)
+        elif choice == "allow_once":
+            state.approve(item)
+        elif choice == "stop":
+            state.reject(item)
+        else:
+            state.reject(item, rejection_message=note)
+        config = guard.run_config(tracing_disabled=True, max_turns=30)
+        resumed = await Runner.run(agent, state, run_config=config, max_turns=30)
+
+    body, _ = last_request(server)
+    answered = tool_messages(server.requests[8])["c7"]
+    if choice == "allow_once":  # the call ran once, its result reached the model
+        assert len(ran) == 6 and answered == "pending"
+        assert resumed.final_output == LAST and guard.stop_report(resumed) is None
+    elif choice == "continue":  # the model read the note, the run went on with tools
+        assert len(ran) == 5 and "tools" in server.requests[8]
+        assert answered == (person_note(note) if how == "helper" else note)
+        assert resumed.final_output == LAST and guard.stop_report(resumed) is None
+    else:  # the run ended as under answer: one last call without tools
+        report = guard.stop_report(resumed)
+        assert report is not None and len(ran) == 5 and "tools" not in body
+        assert resumed.final_output == f"{LAST}\n\n{report.summary()}"
+        assert answered.startswith("CRITICAL: the loopwarden global circuit breaker")
+    assert resumed.interruptions == []
+
+
+async def test_allow_once_asks_again_at_the_next_repeat() -> None:
+    """After "allow once" the refused call runs, and the very next repeat is put to the
+    person again (the rules kept their counts)."""
+    ran: list[str] = []
+    result, guard, agent, _, stack = await ask_run(looping(), ran, on_stop="ask")
+    async with stack:
+        state = result.to_state()
+        guard.answer(state, result.interruptions[0], "allow_once")
+        config = guard.run_config(tracing_disabled=True, max_turns=30)
+        again = await Runner.run(agent, state, run_config=config, max_turns=30)
+    assert [item.raw_item.call_id for item in again.interruptions] == ["c8"]
+    assert len(ran) == 6
+
+
+async def test_ask_is_the_default_where_the_agents_already_need_approvals() -> None:
+    """Unset on_stop, and an agent with a tool that needs approval (its caller answers
+    interruptions): a stop is put to the person; without such a tool it is answered."""
+
+    @function_tool(needs_approval=True)
+    def cancel_job(job: str) -> str:
+        """Cancel a background job."""
+        return "cancelled"
+
+    ran: list[str] = []
+    async with chat_model(looping()) as (_, model):
+        guard = LoopGuardForAgents(SMALL)
+        tools = [poll_tool(ran), cancel_job]
+        agent = guard.protect(Agent(name="poller", model=model, tools=tools))
+        result = await run_once(agent, guard)
+    [item] = result.interruptions
+    assert guard.question(item) is not None and result.final_output is None
+
+
+async def test_answer_rejects_what_it_does_not_know() -> None:
+    """The helper refuses an unknown choice, and an interruption that is not loopwarden's."""
+
+    @function_tool(needs_approval=True)
+    def cancel_job(job: str) -> str:
+        """Cancel a background job."""
+        return "cancelled"
+
+    model = ScriptedModel([[function_call("cancel_job", {"job": "42"}, call_id="x")]])
+    guard = LoopGuardForAgents(SMALL)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[cancel_job]))
+    result = await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+    [item] = result.interruptions
+    assert guard.question(item) is None
+    with pytest.raises(ValueError, match="not a question loopwarden asked"):
+        guard.answer(result.to_state(), item, "stop")
+    with pytest.raises(ValueError, match="allow_once, stop or continue"):
+        guard.answer(result.to_state(), item, "perhaps")
