@@ -34,7 +34,7 @@ from loopwarden.integrations.google_adk import (
     loop_abort,
 )
 from loopwarden.stopping import StopReport, fallback_answer, final_answer_request, person_note
-from tests._snippets import snippet
+from tests._snippets import ROOT, snippet
 from tests.integrations._drivers import _adk_model_class
 from tests.integrations._gemini_server import (
     TOKENS,
@@ -304,23 +304,79 @@ async def test_other_plugin_errors_keep_their_tracebacks(caplog: pytest.LogCaptu
     assert errors and all(r.exc_info for r in errors)
 
 
-def test_docs_example_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+class Standing(Looping):
+    """Looping, and answers ``LAST`` whenever it is offered no tools (a last answer)."""
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        if not llm_request.config.tools:
+            yield reply(LAST)
+            return
+        async for response in super().generate_content_async(llm_request, stream):
+            if response.content and response.content.parts and response.content.parts[0].text:
+                response = reply(LAST)
+            yield response
+
+
+def docs_namespace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The docs' config and quickstart, run from a directory that holds the config, with an
+    offline model in place of the Gemini model the example names."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "loopwarden.json5").write_text(snippet("google-adk-config"))
     code = snippet("google-adk-quickstart")
     assert len([line for line in code.splitlines() if line.strip()]) <= 15
     namespace: dict[str, Any] = {"__name__": "docs_snippet"}
     exec(compile(code, "google-adk-quickstart", "exec"), namespace)
-    # The example names a Gemini model; an offline model that never stops stands in for it.
-    namespace["agent"].model = Looping(model="looping", calls=100)
+    namespace["agent"].model = Standing(model="standing", calls=31)
+    return namespace
+
+
+def test_docs_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The quickstart and the answer snippet of the docs run as shown: the stuck agent's
+    last event is the model's answer with the summary, the report in its metadata."""
+    namespace = docs_namespace(tmp_path, monkeypatch)
+    exec(compile(snippet("google-adk-answer"), "google-adk-answer", "exec"), namespace)
+    report = namespace["report"]
+    assert (report["code"], report["count"], report["calls"]) == ("global_circuit_breaker", 30, 31)
+    assert capsys.readouterr().out == f"{LAST}\n\n{report['summary']}\n"
+
+
+def test_docs_raise_and_ask_examples_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The raise snippet prints the stop; the ask snippet prints the question the docs
+    quote, and the person's "continue" lets the agent finish with its answer."""
+    namespace = docs_namespace(tmp_path, monkeypatch)
     exec(compile(snippet("google-adk-stop"), "google-adk-stop", "exec"), namespace)
     stop = namespace["stop"]
-    assert isinstance(stop, lw.CircuitBreakerTripped)
-    assert (stop.code, stop.count) == ("global_circuit_breaker", 30)
+    assert isinstance(stop, lw.CircuitBreakerTripped) and stop.report is not None
     printed = capsys.readouterr().out
     assert printed == "loopwarden stopped the run: global_circuit_breaker poll_status 30\n"
+
+    exec(compile(snippet("google-adk-ask"), "google-adk-ask", "exec"), namespace)
+    question = capsys.readouterr().out.strip()
+    page = (ROOT / "docs" / "integrations-google-adk.md").read_text("utf-8")
+    assert f"> {question}\n" in page
+    events = namespace["events"]
+    assert responses(events)["c30"] == {"error": person_note("Job 42 is slow; say so and stop.")}
+    assert events[-1].content.parts[0].text == LAST
+
+
+def test_docs_show_what_the_code_writes() -> None:
+    """The instruction and the summary the docs quote are loopwarden's own text for an
+    invocation stopped at the 31st of its calls (11 not run), within max_llm_calls 500."""
+    page = (ROOT / "docs" / "integrations-google-adk.md").read_text("utf-8")
+    message = (
+        "CRITICAL: the loopwarden global circuit breaker stopped this run: poll_status "
+        "returned identical no-progress outcomes 30 times in a row for identical arguments."
+    )
+    report = StopReport("global_circuit_breaker", "poll_status", 30, message, 31, 11)
+    report = report.with_usage(tokens=6200, turns=31, turn_limit=500, limit_name="max_llm_calls")
+    assert f"> {final_answer_request(report)}\n" in page
+    assert f"\n\n{report.summary()}\n```" in page
 
 
 # -- onStop: what a stop does (docs/integrations-google-adk.md) ------------------------

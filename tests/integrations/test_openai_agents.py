@@ -36,8 +36,8 @@ from loopwarden.integrations.openai_agents import (
     AgentsCompactionLoopPersisted,
     LoopGuardForAgents,
 )
-from loopwarden.stopping import fallback_answer, final_answer_request, person_note
-from tests._snippets import snippet
+from loopwarden.stopping import StopReport, fallback_answer, final_answer_request, person_note
+from tests._snippets import ROOT, snippet
 from tests.integrations._chat_server import ChatServer, tool_messages
 from tests.integrations._shared import BLOCKED, SMALL, Events
 
@@ -418,22 +418,88 @@ def fixture_clean_namespace() -> Iterator[dict[str, Any]]:
 
 
 def test_docs_example_runs(clean_namespace: dict[str, Any], capsys: Any) -> None:
+    """The quickstart of the docs runs as shown: a stuck agent ends with the model's last
+    answer and the stop's summary, after the warnings and blocks the docs describe."""
     code = snippet("openai-agents-quickstart")
     assert len([line for line in code.splitlines() if line.strip()]) <= 15
     exec(compile(code, "openai-agents-quickstart", "exec"), clean_namespace)
     # The example uses a real model name; an offline stuck model stands in for it.
-    model = clean_namespace["agent"].model = ScriptedModel(stuck(35))
+    steps = [*stuck(31)[:-1], [assistant_message(LAST)]]
+    model = clean_namespace["agent"].model = ScriptedModel(steps)
     try:
         answer = clean_namespace["ask"]("Is job 42 done?")
     finally:  # Runner.run_sync leaves its event loop open on purpose
         policy = asyncio.get_event_loop_policy()
         policy.get_event_loop().close()
         policy.set_event_loop(None)
-    assert answer == "stopped by loopwarden: global_circuit_breaker"
+    message = (
+        "CRITICAL: the loopwarden global circuit breaker stopped this run: poll_status "
+        "returned identical no-progress outcomes 30 times in a row for identical arguments."
+    )
+    report = StopReport("global_circuit_breaker", "poll_status", 30, message, 31, 11)
+    report = report.with_usage(turns=31, turn_limit=40, limit_name="max_turns")
+    assert answer == f"{LAST}\n\n{report.summary()}"  # ScriptedModel reports no tokens
     seen = outputs(model)
-    assert seen["c10"].startswith("pending\n\nWARNING: poll_status has been called 10 times")
-    assert seen["c20"].startswith(BLOCKED + ": poll_status was called 20 times")
-    assert len(model.calls) == 31
+    assert seen["c10"].startswith("pending\n\n" + WARNING + " 10 times")
+    assert seen["c20"].startswith(BLOCKED + ": the job is still running")
+    assert len(model.calls) == 32  # 31 turns, and the last answer
+
+
+def docs_run(name: str, steps: list[Any]) -> tuple[dict[str, Any], ScriptedModel]:
+    """Run a snippet of the docs page with an offline model and a fresh tool."""
+    model = ScriptedModel(steps)
+    namespace: dict[str, Any] = {
+        "__name__": "docs_snippet",
+        "Agent": Agent,
+        "Runner": Runner,
+        "LoopGuardForAgents": LoopGuardForAgents,
+        "model": model,
+        "poll_status": poll_tool([]),
+    }
+    try:
+        exec(compile(snippet(name), name, "exec"), namespace)
+    finally:  # Runner.run_sync leaves its event loop open on purpose
+        policy = asyncio.get_event_loop_policy()
+        policy.get_event_loop().close()
+        policy.set_event_loop(None)
+    return namespace, model
+
+
+def test_docs_raise_example_runs(capsys: Any) -> None:
+    """The raise snippet of the docs prints the stop's summary from the exception."""
+    docs_run("openai-agents-raise", stuck(31)[:-1])
+    printed = capsys.readouterr().out
+    assert printed.startswith(
+        "loopwarden stopped this run (rule global_circuit_breaker, tool poll_status, count 30)"
+    )
+
+
+def test_docs_ask_example_runs(capsys: Any) -> None:
+    """The ask snippet of the docs asks the question the docs quote, continues with the
+    person's note, and ends with the model's answer."""
+    _, model = docs_run("openai-agents-ask", [*stuck(31)[:-1], [assistant_message(LAST)]])
+    question, answer = capsys.readouterr().out.strip().split("\n")
+    page = (ROOT / "docs" / "integrations-openai-agents.md").read_text("utf-8")
+    assert f"> {question}\n" in page
+    assert answer == LAST
+    note = model.last_call.input[-1]  # type: ignore[union-attr]
+    assert note["call_id"] == "c30" and note["output"] == person_note(
+        "Job 42 is slow today; say so and stop."
+    )
+
+
+def test_docs_show_what_the_code_writes() -> None:
+    """The last answer's instruction and the summary the docs quote are loopwarden's own
+    text for a run stopped at the 31st of its calls (11 not run) within max_turns 40."""
+    page = (ROOT / "docs" / "integrations-openai-agents.md").read_text("utf-8")
+    message = (
+        "CRITICAL: the loopwarden global circuit breaker stopped this run: poll_status "
+        "returned identical no-progress outcomes 30 times in a row for identical arguments."
+    )
+    report = StopReport("global_circuit_breaker", "poll_status", 30, message, 31, 11)
+    report = report.with_usage(tokens=6200, turns=31, turn_limit=40, limit_name="max_turns")
+    assert f"> {final_answer_request(report)}\n" in page
+    assert f"\n\n{report.summary()}\n```" in page
 
 
 # -- onStop: what a stop does (docs/integrations-openai-agents.md) ---------------------
@@ -509,6 +575,11 @@ async def test_answer_ends_the_run_with_the_models_last_answer(mode: str, events
     assert tool_messages(body)["c7"].startswith("CRITICAL: the loopwarden global circuit breaker")
     assert len(ran) == 5
     assert events.actions() == ["warn", "block", "block", "stop"]
+    # The stopping call's guardrail result says so; the answer is a final output from the
+    # tool turn, not a message item.
+    infos = [r.output.output_info for r in result.tool_input_guardrail_results]
+    assert {"loopwarden": "stop", "detector": "global_circuit_breaker", "count": 7} in infos
+    assert not any(item.type == "message_output_item" for item in result.new_items)
 
 
 async def test_answer_after_calls_of_a_missing_tool() -> None:
@@ -529,6 +600,19 @@ async def test_answer_after_calls_of_a_missing_tool() -> None:
     body, message = last_request(server)
     assert len(server.requests) == 9 and "tools" not in body
     assert message["role"] == "tool" and final_answer_request(report) in message["content"]
+
+
+async def test_a_missing_tool_still_called_without_tools_ends_with_the_stop() -> None:
+    """After a stop on a missing tool, a model that calls a tool although it was offered
+    none ends the run with the stop, at its next model call."""
+    late = [("no_such_tool", {"job": "42"}, "late")]
+    async with chat_model(looping("no_such_tool", last=late)) as (server, model):
+        guard = LoopGuardForAgents(SMALL)
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+        with pytest.raises(AgentsCircuitBreakerTripped) as caught:
+            await run_once(agent, guard)
+    assert caught.value.code == "unknown_tool_repeat"
+    assert len(server.requests) == 9 and "tools" not in server.requests[-1]
 
 
 @pytest.mark.parametrize(
