@@ -617,3 +617,17 @@ def test_a_wrong_on_stop_is_a_clear_error() -> None:
         LoopGuardPlugin(SMALL, on_stop="later")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="allow_once, stop or continue"):
         confirmation_reply("adk-1", "perhaps")
+
+
+async def test_ask_then_continue_with_a_sqlite_store(tmp_path: Path) -> None:
+    """With a store that does I/O (the guard's async methods), the person's "continue"
+    lifts the stop in the stored state and the invocation goes on."""
+    ran: list[str] = []
+    store = f"sqlite:///{tmp_path / 'lw.db'}"
+    runner, server, session_id, request_id, stack = await ask_adk(
+        gemini_looping(answers=8), ran, on_stop="ask", store=store
+    )
+    with stack:
+        seen = await resume(runner, session_id, confirmation_reply(request_id, "continue"))
+    assert function_responses(server.requests[8])["c7"] == {"error": person_note(None)}
+    assert seen[-1].content is not None and seen[-1].content.parts[0].text == LAST

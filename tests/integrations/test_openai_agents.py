@@ -823,3 +823,21 @@ async def test_answer_rejects_what_it_does_not_know() -> None:
         guard.answer(result.to_state(), item, "stop")
     with pytest.raises(ValueError, match="allow_once, stop or continue"):
         guard.answer(result.to_state(), item, "perhaps")
+
+
+async def test_ask_then_continue_with_a_sqlite_store(tmp_path: Path) -> None:
+    """With a store that does I/O (the guard's async methods), the person's "continue"
+    lifts the stop in the stored state and the run goes on."""
+    ran: list[str] = []
+    store = f"sqlite:///{tmp_path / 'lw.db'}"
+    result, guard, agent, server, stack = await ask_run(looping(), ran, on_stop="ask", store=store)
+    async with stack:
+        state = result.to_state()
+        guard.answer(state, result.interruptions[0], "continue", note="stop polling")
+        config = guard.run_config(tracing_disabled=True, max_turns=30)
+        resumed = await Runner.run(agent, state, run_config=config, max_turns=30)
+    guard.guard.close()
+    assert tool_messages(server.requests[8])["c7"] == person_note("stop polling")
+    # Counted afresh: the same loop is put to the person again after the full thresholds.
+    assert [item.raw_item.call_id for item in resumed.interruptions] == ["c15"]
+    assert len(ran) == 5 + 5

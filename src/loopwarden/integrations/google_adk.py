@@ -577,12 +577,25 @@ class LoopGuardPlugin(BasePlugin):
             inv.ending = stop
         return {"error": stop.message}
 
+    def _follow(self, invocation_id: str, asked: _Invocation) -> _Invocation:
+        """The invocation that carries the answer goes on with the asking one's run (ADK
+        2.x resumes the same invocation id; another id is mapped to it)."""
+        current = self._invocations.get(invocation_id)
+        if current is not asked:
+            if current is not None:
+                self._invocations.forget(invocation_id)
+                _end_guards(current)
+            for key, entry in list(self._invocations.items()):
+                if entry is asked:
+                    self._invocations.forget(key)
+            self._invocations.get_or_create(invocation_id, lambda: asked)
+        return asked
+
     async def _answered(
         self, inv: _Invocation, call_id: str, confirmation: Any
     ) -> dict[str, Any] | None:
         """The person's answer to loopwarden's question, as the call is run again."""
         stop, rg = inv.asked.pop(call_id)
-        self._asks.pop(call_id, None)
         choice, note = _choice_of(confirmation)
         if choice == "stop":
             inv.ending = stop
@@ -608,19 +621,13 @@ class LoopGuardPlugin(BasePlugin):
     ) -> dict[str, Any] | None:
         try:
             call_id = tool_context.function_call_id
-            inv = self._invocations.get(tool_context.invocation_id)
-            if inv is None:
-                asked = self._asks.get(call_id) if call_id is not None else None
-                if asked is not None:  # answered in another invocation: the same run
-                    inv = self._invocations.get_or_create(tool_context.invocation_id, lambda: asked)
-                else:
-                    inv = self._invocation(tool_context.invocation_id, tool_context.session)
-            if (
-                call_id is not None
-                and call_id in inv.asked
-                and tool_context.tool_confirmation is not None
-            ):
-                return await self._answered(inv, call_id, tool_context.tool_confirmation)
+            confirmation = tool_context.tool_confirmation
+            if confirmation is not None and call_id is not None and call_id in self._asks:
+                # The person's answer to loopwarden's question: the call runs again.
+                asked = self._follow(tool_context.invocation_id, self._asks.pop(call_id))
+                if call_id in asked.asked:
+                    return await self._answered(asked, call_id, confirmation)
+            inv = self._invocation(tool_context.invocation_id, tool_context.session)
             agent = tool_context.agent_name
             rg = inv.guards.get(agent)
             if rg is None:

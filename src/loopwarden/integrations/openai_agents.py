@@ -620,7 +620,8 @@ class LoopGuardForAgents:
         usage = context.usage
         run = self._runs.get(id(usage))
         if run is None:
-            asked = self._asks.get(call_id) if call_id is not None and self._asks else None
+            # A run seen first at a tool call (not at a model call) is a resumed one.
+            asked = self._asks.pop(call_id, None) if call_id is not None and self._asks else None
             run = self._link(usage, asked) if asked is not None else self._new_run(usage)
         return run
 
@@ -632,7 +633,7 @@ class LoopGuardForAgents:
             for result in results:
                 call_id = _item_field(getattr(result.run_item, "raw_item", None), "call_id")
                 if isinstance(call_id, str) and call_id in self._asks:
-                    return self._link(context.usage, self._asks[call_id])
+                    return self._link(context.usage, self._asks.pop(call_id))
         return run
 
     def _new_run(self, usage: object) -> _Run:
@@ -889,9 +890,11 @@ class LoopGuardForAgents:
 
     def _rejected(self, args: ToolErrorFormatterArgs[Any], message: str | None) -> str | None:
         """The SDK's plain ``reject()`` of loopwarden's question: the person said stop."""
-        if args.call_id not in self._asks:
-            return message
-        run = self._run_for(args.run_context, args.call_id)
+        run = self._runs.get(id(args.run_context.usage))
+        if run is None:
+            if args.call_id not in self._asks:
+                return message
+            run = self._run_for(args.run_context, args.call_id)
         asked = run.asked.pop(args.call_id, None)
         if asked is None:
             return message
