@@ -610,6 +610,33 @@ async def test_ask_is_the_default_in_a_resumable_app() -> None:
     assert last.content.parts[0].text == LAST
 
 
+async def test_ask_is_the_default_where_a_tool_asks_for_confirmation() -> None:
+    """Unset on_stop, and an agent with a tool that asks for confirmation (its caller
+    answers confirmations): a stop is put to the person."""
+    from google.adk.tools import FunctionTool
+
+    def cancel_job(job: str) -> dict[str, str]:
+        """Cancel a background job."""
+        return {"status": "cancelled"}
+
+    ran: list[str] = []
+    with gemini(gemini_looping()) as (server, model):
+        tools = [poller(ran), FunctionTool(cancel_job, require_confirmation=True)]
+        agent = LlmAgent(name="poller", model=model, tools=tools)
+        runner = InMemoryRunner(
+            app=App(name="app", root_agent=agent, plugins=[LoopGuardPlugin(SMALL)])
+        )
+        seen = await ask(runner, "Is job 42 done?")
+    names = [
+        part.function_call.name
+        for event in seen
+        if event.content
+        for part in event.content.parts or ()
+        if part.function_call
+    ]
+    assert names[-1] == CONFIRMATION_CALL and len(server.requests) == 8
+
+
 def test_a_wrong_on_stop_is_a_clear_error() -> None:
     """An on_stop that is none of the three modes is refused when the plugin is made, as is
     a confirmation reply that is none of the three answers."""

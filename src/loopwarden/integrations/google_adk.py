@@ -86,6 +86,7 @@ from google.genai import types  # noqa: E402
 __all__ = [
     "ADK_LOGGERS",
     "CONFIRMATION_CALL",
+    "METADATA_KEY",
     "WARNING_KEY",
     "LoopGuardPlugin",
     "confirmation_reply",
