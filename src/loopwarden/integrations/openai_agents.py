@@ -690,36 +690,43 @@ class LoopGuardForAgents:
             run = self._run_for(ctx, call_id)
             agent = data.agent.name
             rg = run.guards.get(agent)
-            config = ctx.run_config
             if rg is None:
+                config = ctx.run_config
                 rg = await self._new_guard(
                     run, agent, config.group_id if config is not None else None, config is not None
                 )
-            if run.config is None and config is not None:
-                run.config = config
-                run.limit = getattr(config.tool_error_formatter, "_loopwarden_max_turns", None)
+                if run.config is None and config is not None:
+                    run.config = config
+                    formatter = config.tool_error_formatter
+                    run.limit = getattr(formatter, "_loopwarden_max_turns", None)
             name = ctx.tool_name
             tools = rg.tools
             if tools is None or name not in tools:
                 learn_tool(rg, name, True)
-            asked = run.asked.pop(call_id, None) if run.asked else None
+            # onStop: ask. A decision taken before the SDK's approval step, or a person's
+            # answer to loopwarden's question.
+            pending = run.asked.pop(call_id, None) if run.asked else None
             decided = run.decided.pop(call_id, None) if run.decided else None
-            if decided is None:
+            if pending is None and decided is None:
                 params = parse_arguments(ctx.tool_arguments)
                 _remember(run.params, call_id, params)
+            elif run.config is None and ctx.run_config is not None:
+                # The guard was made before the approval step, which sees no run config.
+                run.config = config = ctx.run_config
+                run.limit = getattr(config.tool_error_formatter, "_loopwarden_max_turns", None)
         except Exception:
             logger.exception("loopwarden could not check a call of %s; allowing it", ctx.tool_name)
             return _ALLOW
-        if asked is not None:  # a person let the refused call run once
-            return await self._allow_once(asked, data.agent)
-        if decided is None:
-            try:
+        if pending is not None:  # a person let the refused call run once
+            return await self._allow_once(pending, data.agent)
+        try:
+            if decided is None:
                 if self._inline:
                     decided = rg.before_call(name, params, call_id)
                 else:
                     decided = await rg.abefore_call(name, params, call_id)
-            except LoopAbort as exc:
-                decided = exc
+        except LoopAbort as exc:
+            return self._refused(run, data.agent, exc)
         if isinstance(decided, LoopAbort):
             return self._refused(run, data.agent, decided)
         decision = decided
