@@ -948,8 +948,8 @@ class LoopGuardForAgents:
             run.tools_off = True
             self._switch_off_tools(agent)
             answer = f"{exc.message}\n\n{final_answer_request(_report(stop))}"
-        if answer is not None and run.ending is not None:
-            _remember(run.missing, args.call_id, answer)
+        # What the model read for this call, for a last answer's history of the turn.
+        _remember(run.missing, args.call_id, answer if answer is not None else args.default_message)
         return answer
 
     # -- hooks -----------------------------------------------------------------------
