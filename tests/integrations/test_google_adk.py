@@ -530,11 +530,11 @@ async def ask_adk(
     return runner, server, session.id, request.id, stack
 
 
-async def resume(runner: Any, session_id: str, message: types.Content) -> list[Event]:
+async def resume(runner: Any, session_id: str, message: types.Content, **kw: Any) -> list[Event]:
     return [
         event
         async for event in runner.run_async(
-            user_id="me", session_id=session_id, new_message=message
+            user_id="me", session_id=session_id, new_message=message, **kw
         )
     ]
 
@@ -594,7 +594,8 @@ async def test_ask_uses_adk_tool_confirmation(choice: str, plain: dict[str, Any]
 
 @resumable_is_experimental
 async def test_ask_is_the_default_in_a_resumable_app() -> None:
-    """Unset on_stop in a resumable app (ResumabilityConfig): a stop is put to the person."""
+    """Unset on_stop in a resumable app (ResumabilityConfig): a stop is put to the person,
+    and the answer resumes the paused invocation by its id."""
     from google.adk.apps import ResumabilityConfig
 
     ran: list[str] = []
@@ -603,7 +604,12 @@ async def test_ask_is_the_default_in_a_resumable_app() -> None:
         gemini_looping(answers=8), ran, app=app
     )
     with stack:
-        seen = await resume(runner, session_id, confirmation_reply(request_id, "allow_once"))
+        session = await runner.session_service.get_session(
+            app_name="app", user_id="me", session_id=session_id
+        )
+        paused = session.events[-1].invocation_id  # resumed as that invocation
+        reply = confirmation_reply(request_id, "allow_once")
+        seen = await resume(runner, session_id, reply, invocation_id=paused)
     # A resumable app ends the invocation with an event of agent state, without content.
     [*_, last] = [event for event in seen if event.content is not None]
     assert len(ran) == 6 and last.content is not None and last.content.parts
