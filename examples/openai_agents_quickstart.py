@@ -1,8 +1,9 @@
 """The README's OpenAI Agents SDK example, run against a model that never stops polling.
 
 No API key, no network: the SDK's own ``ScriptedModel`` (``agents.testing``)
-takes the place of ``gpt-5-mini``, scripted to ask for the same tool call 40
-turns in a row. Run it::
+takes the place of ``gpt-5-mini``, scripted to ask for the same tool call every
+turn until loopwarden stops the run, and then (asked without tools) to say
+what it found. Run it::
 
     pip install 'loopwarden[openai-agents]'
     python examples/openai_agents_quickstart.py
@@ -11,9 +12,8 @@ turns in a row. Run it::
 from __future__ import annotations
 
 from agents import Agent, Runner, function_tool, set_tracing_disabled
-from agents.testing import ScriptedModel, function_call
+from agents.testing import ScriptedModel, assistant_message, function_call
 
-from loopwarden import LoopAbort
 from loopwarden.integrations.openai_agents import LoopGuardForAgents
 
 
@@ -27,18 +27,15 @@ agent = guard.protect(Agent(name="poller", model="gpt-5-mini", tools=[poll_statu
 
 
 def ask(question: str) -> str:
-    try:
-        return Runner.run_sync(
-            agent, question, max_turns=40, run_config=guard.run_config()
-        ).final_output
-    except LoopAbort as stop:  # CircuitBreakerTripped or CompactionLoopPersisted
-        return f"stopped by loopwarden: {stop.code}"
+    config = guard.run_config(max_turns=40)  # the max_turns you give Runner.run
+    return Runner.run_sync(agent, question, max_turns=40, run_config=config).final_output
 
 
 if __name__ == "__main__":
     set_tracing_disabled(True)  # nothing to upload traces to
-    # Stands in for gpt-5-mini: it asks whether job 42 is done, every turn.
-    agent.model = ScriptedModel(
-        [[function_call("poll_status", {"job": "42"}, call_id=f"c{n}")] for n in range(40)]
-    )
+    # Stands in for gpt-5-mini: it asks whether job 42 is done, every turn; the 32nd
+    # turn is loopwarden's last request, made without tools.
+    polls = [[function_call("poll_status", {"job": "42"}, call_id=f"c{n}")] for n in range(31)]
+    answer = "Job 42 is still pending after 30 checks. Check it by hand."
+    agent.model = ScriptedModel([*polls, [assistant_message(answer)]])
     print(ask("Is job 42 done?"))

@@ -1,8 +1,9 @@
 """The README's Google ADK example, run against a model that never stops polling.
 
 No API key, no network: a small ``BaseLlm`` takes the place of Gemini, asking
-for the same tool call every turn. The plugin reads ``loopwarden.json5`` from
-the directory it runs in, so run it from here::
+for the same tool call every turn until loopwarden stops the run, and then
+(asked without tools) saying what it found. The plugin reads ``loopwarden.json5``
+from the directory it runs in, so run it from here::
 
     pip install 'loopwarden[google-adk]'
     cd examples/google_adk && python quickstart.py
@@ -19,15 +20,20 @@ from google.adk.runners import InMemoryRunner
 from google.genai import types
 from google.genai.types import Content, Part
 
-from loopwarden.integrations.google_adk import LoopGuardPlugin, loop_abort
+from loopwarden.integrations.google_adk import LoopGuardPlugin
 
 
 class StuckModel(BaseLlm):
-    """Stands in for Gemini: it asks whether job 42 is done, every turn."""
+    """Stands in for Gemini: it asks whether job 42 is done, every turn it is offered
+    the tool (loopwarden's last request offers none: then it says what it found)."""
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
+        if not llm_request.config.tools:
+            text = "Job 42 is still pending after 30 checks. Check it by hand."
+            yield LlmResponse(content=Content(role="model", parts=[Part(text=text)]))
+            return
         n = sum(1 for c in llm_request.contents for p in c.parts or () if p.function_response)
         call = types.FunctionCall(name="poll_status", args={"job": "42"}, id=f"c{n}")
         usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=len(str(n)))
@@ -52,10 +58,7 @@ def ask(question: str) -> list:
 
 agent.model = StuckModel(model="stuck")
 
-try:
-    events = ask("Is job 42 done?")
-except RuntimeError as exc:
-    stop = loop_abort(exc)  # CircuitBreakerTripped, CompactionLoopPersisted or None
-    if stop is None:
-        raise
-    print("loopwarden stopped the run:", stop.code, stop.tool_name, stop.count)
+events = ask("Is job 42 done?")
+answer = events[-1]  # the model's last answer, with loopwarden's summary after it
+print(answer.content.parts[0].text)
+report = answer.custom_metadata["loopwarden"]  # rule, tool, count, calls, what it saved

@@ -36,13 +36,15 @@ RUNS = {
         "openai_agents_quickstart.py",
         ".",
         "agents",
-        r"stopped by loopwarden: \w+",
+        r"Job 42 is still pending after 30 checks\. Check it by hand\.\n\n"
+        r"loopwarden stopped this run \(rule \w+, tool poll_status, count 30\): .*",
     ),
     "google-adk-quickstart": (
         "google_adk/quickstart.py",
         "google_adk",
         "google.adk",
-        r"loopwarden stopped the run: \w+ poll_status \d+",
+        r"Job 42 is still pending after 30 checks\. Check it by hand\.\n\n"
+        r"loopwarden stopped this run \(rule \w+, tool poll_status, count 30\): .*",
     ),
 }
 

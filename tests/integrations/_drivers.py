@@ -270,6 +270,8 @@ class OpenAIAgents(Driver):
         from loopwarden.integrations.openai_agents import LoopGuardForAgents
 
         set_tracing_disabled(True)  # nothing may try to upload traces
+        # The shared scenarios check how a run is stopped: the stop is raised.
+        guard_kwargs.setdefault("on_stop", "raise")
         return LoopGuardForAgents(config, **guard_kwargs)
 
     async def arun(
@@ -360,6 +362,8 @@ class GoogleADK(Driver):
     def adapter(self, config: Any, **guard_kwargs: Any) -> Any:
         from loopwarden.integrations.google_adk import LoopGuardPlugin
 
+        # The shared scenarios check how a run is stopped: the stop is raised.
+        guard_kwargs.setdefault("on_stop", "raise")
         return LoopGuardPlugin(config, **guard_kwargs)
 
     async def arun(

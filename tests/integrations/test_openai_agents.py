@@ -1,10 +1,12 @@
-"""OpenAI Agents SDK integration, driven offline with the SDK's own ``ScriptedModel``."""
+"""OpenAI Agents SDK integration, driven offline: the SDK's own ``ScriptedModel``, and its
+Chat Completions client against a scripted model on loopback."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ pytest.importorskip("agents")
 from agents import (
     Agent,
     AgentHooks,
+    OpenAIChatCompletionsModel,
     Runner,
     SQLiteSession,
     ToolOutputText,
@@ -23,7 +26,9 @@ from agents import (
 )
 from agents.exceptions import AgentsException
 from agents.testing import ScriptedModel, assistant_message, function_call
+from openai import AsyncOpenAI
 from openai.types.responses import ResponseCompactionItem
+from pydantic import BaseModel
 
 import loopwarden as lw
 from loopwarden.integrations.openai_agents import (
@@ -31,8 +36,14 @@ from loopwarden.integrations.openai_agents import (
     AgentsCompactionLoopPersisted,
     LoopGuardForAgents,
 )
-from tests._snippets import snippet
-from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events
+from loopwarden.stopping import StopReport, fallback_answer, final_answer_request, person_note
+from tests._snippets import ROOT, snippet
+from tests.integrations._chat_server import ChatServer, tool_messages
+from tests.integrations._shared import BLOCKED, SMALL, Events
+
+# The note on a poll whose result says the job still runs (`pending`): loopwarden's wait
+# wording (docs/stopping.md, "Polls of a running job").
+WARNING = "WARNING: the job is still running: poll_status has been polled"
 
 # Nothing may try to upload traces: the SDK's global switch, plus tracing_disabled per run.
 set_tracing_disabled(True)
@@ -99,7 +110,7 @@ def run(agent: Agent[Any], guard: LoopGuardForAgents, mode: str, **kwargs: Any) 
 def test_stuck_agent_is_warned_then_blocked_then_stopped(mode: str, events: Events) -> None:
     ran: list[str] = []
     model = ScriptedModel(stuck(12))
-    guard = LoopGuardForAgents(SMALL, on_event=events)
+    guard = LoopGuardForAgents(SMALL, on_event=events, on_stop="raise")
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
 
     with pytest.raises(lw.CircuitBreakerTripped) as caught:
@@ -124,7 +135,9 @@ async def test_stuck_agent_with_a_sqlite_store(tmp_path: Path, events: Events) -
     # A store that does I/O: the integration goes through the guard's async methods.
     ran: list[str] = []
     model = ScriptedModel(stuck(12))
-    guard = LoopGuardForAgents(SMALL, store=f"sqlite:///{tmp_path / 'lw.db'}", on_event=events)
+    guard = LoopGuardForAgents(
+        SMALL, store=f"sqlite:///{tmp_path / 'lw.db'}", on_event=events, on_stop="raise"
+    )
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
     try:
         with pytest.raises(lw.CircuitBreakerTripped):
@@ -139,7 +152,7 @@ async def test_stuck_agent_with_a_sqlite_store(tmp_path: Path, events: Events) -
 def test_hallucinated_tool_is_counted_blocked_and_stops_the_run(events: Events) -> None:
     ran: list[str] = []
     model = ScriptedModel(stuck(12, tool="no_such_tool", args={"q": "x"}))
-    guard = LoopGuardForAgents(SMALL, on_event=events)
+    guard = LoopGuardForAgents(SMALL, on_event=events, on_stop="raise")
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
 
     with pytest.raises(lw.CircuitBreakerTripped) as caught:
@@ -181,7 +194,7 @@ async def test_server_side_compaction_then_identical_calls_abort(lw_logs: Any) -
     steps = stuck(6)
     steps[0] = [compaction, *steps[0]]
     model = ScriptedModel(steps)
-    guard = LoopGuardForAgents(SMALL)
+    guard = LoopGuardForAgents(SMALL, on_stop="raise")
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
 
     with pytest.raises(lw.CompactionLoopPersisted) as caught:
@@ -222,7 +235,7 @@ class CompactingSession(SQLiteSession):
 async def test_compacted_session_arms_the_next_run(compact: bool) -> None:
     ran: list[str] = []
     tool = poll_tool(ran)
-    guard = LoopGuardForAgents(SMALL)
+    guard = LoopGuardForAgents(SMALL, on_stop="raise")
     session = CompactingSession("thread-1", compact=compact)
     first = ScriptedModel(stuck(2))
     agent = guard.protect(Agent(name="poller", model=first, tools=[tool]))
@@ -405,19 +418,426 @@ def fixture_clean_namespace() -> Iterator[dict[str, Any]]:
 
 
 def test_docs_example_runs(clean_namespace: dict[str, Any], capsys: Any) -> None:
+    """The quickstart of the docs runs as shown: a stuck agent ends with the model's last
+    answer and the stop's summary, after the warnings and blocks the docs describe."""
     code = snippet("openai-agents-quickstart")
     assert len([line for line in code.splitlines() if line.strip()]) <= 15
     exec(compile(code, "openai-agents-quickstart", "exec"), clean_namespace)
     # The example uses a real model name; an offline stuck model stands in for it.
-    model = clean_namespace["agent"].model = ScriptedModel(stuck(35))
+    steps = [*stuck(31)[:-1], [assistant_message(LAST)]]
+    model = clean_namespace["agent"].model = ScriptedModel(steps)
     try:
         answer = clean_namespace["ask"]("Is job 42 done?")
     finally:  # Runner.run_sync leaves its event loop open on purpose
         policy = asyncio.get_event_loop_policy()
         policy.get_event_loop().close()
         policy.set_event_loop(None)
-    assert answer == "stopped by loopwarden: global_circuit_breaker"
+    message = (
+        "CRITICAL: the loopwarden global circuit breaker stopped this run: poll_status "
+        "returned identical no-progress outcomes 30 times in a row for identical arguments."
+    )
+    report = StopReport("global_circuit_breaker", "poll_status", 30, message, 31, 11)
+    report = report.with_usage(turns=31, turn_limit=40, limit_name="max_turns")
+    assert answer == f"{LAST}\n\n{report.summary()}"  # ScriptedModel reports no tokens
     seen = outputs(model)
-    assert seen["c10"].startswith("pending\n\nWARNING: poll_status has been called 10 times")
-    assert seen["c20"].startswith(BLOCKED + ": poll_status was called 20 times")
-    assert len(model.calls) == 31
+    assert seen["c10"].startswith("pending\n\n" + WARNING + " 10 times")
+    assert seen["c20"].startswith(BLOCKED + ": the job is still running")
+    assert len(model.calls) == 32  # 31 turns, and the last answer
+
+
+def docs_run(name: str, steps: list[Any]) -> tuple[dict[str, Any], ScriptedModel]:
+    """Run a snippet of the docs page with an offline model and a fresh tool."""
+    model = ScriptedModel(steps)
+    namespace: dict[str, Any] = {
+        "__name__": "docs_snippet",
+        "Agent": Agent,
+        "Runner": Runner,
+        "LoopGuardForAgents": LoopGuardForAgents,
+        "model": model,
+        "poll_status": poll_tool([]),
+    }
+    try:
+        exec(compile(snippet(name), name, "exec"), namespace)
+    finally:  # Runner.run_sync leaves its event loop open on purpose
+        policy = asyncio.get_event_loop_policy()
+        policy.get_event_loop().close()
+        policy.set_event_loop(None)
+    return namespace, model
+
+
+def test_docs_raise_example_runs(capsys: Any) -> None:
+    """The raise snippet of the docs prints the stop's summary from the exception."""
+    docs_run("openai-agents-raise", stuck(31)[:-1])
+    printed = capsys.readouterr().out
+    assert printed.startswith(
+        "loopwarden stopped this run (rule global_circuit_breaker, tool poll_status, count 30)"
+    )
+
+
+def test_docs_ask_example_runs(capsys: Any) -> None:
+    """The ask snippet of the docs asks the question the docs quote, continues with the
+    person's note, and ends with the model's answer."""
+    _, model = docs_run("openai-agents-ask", [*stuck(31)[:-1], [assistant_message(LAST)]])
+    question, answer = capsys.readouterr().out.strip().split("\n")
+    page = (ROOT / "docs" / "integrations-openai-agents.md").read_text("utf-8")
+    assert f"> {question}\n" in page
+    assert answer == LAST
+    note = model.last_call.input[-1]  # type: ignore[union-attr]
+    assert note["call_id"] == "c30" and note["output"] == person_note(
+        "Job 42 is slow today; say so and stop."
+    )
+
+
+def test_docs_show_what_the_code_writes() -> None:
+    """The last answer's instruction and the summary the docs quote are loopwarden's own
+    text for a run stopped at the 31st of its calls (11 not run) within max_turns 40."""
+    page = (ROOT / "docs" / "integrations-openai-agents.md").read_text("utf-8")
+    message = (
+        "CRITICAL: the loopwarden global circuit breaker stopped this run: poll_status "
+        "returned identical no-progress outcomes 30 times in a row for identical arguments."
+    )
+    report = StopReport("global_circuit_breaker", "poll_status", 30, message, 31, 11)
+    report = report.with_usage(tokens=6200, turns=31, turn_limit=40, limit_name="max_turns")
+    assert f"> {final_answer_request(report)}\n" in page
+    assert f"\n\n{report.summary()}\n```" in page
+
+
+# -- onStop: what a stop does (docs/integrations-openai-agents.md) ---------------------
+# These runs use the SDK's real Chat Completions client over HTTP, against a scripted
+# model on loopback (tests/integrations/_chat_server.py) that keeps every request.
+
+LAST = "I polled job 42 five times and it is still pending. Check the job by hand."
+
+
+def looping(tool: str = "poll_status", last: Any = LAST) -> Callable[[dict[str, Any]], Any]:
+    """A model that makes the same call every turn (call ids c0, c1 ...) while it is
+    offered tools, and answers ``last`` when it is offered none."""
+
+    def reply(body: dict[str, Any]) -> Any:
+        if not body.get("tools"):
+            return last
+        return [(tool, {"job": "42"}, f"c{len(tool_messages(body))}")]
+
+    return reply
+
+
+@contextlib.asynccontextmanager
+async def chat_model(
+    reply: Callable[[dict[str, Any]], Any],
+) -> AsyncIterator[tuple[ChatServer, OpenAIChatCompletionsModel]]:
+    """The SDK's Chat Completions model, its client pointed at a scripted server."""
+    with ChatServer(reply) as server:
+        client = AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+        try:
+            yield server, OpenAIChatCompletionsModel(model="scripted", openai_client=client)
+        finally:
+            await client.close()
+
+
+async def run_once(agent: Agent[Any], guard: LoopGuardForAgents, mode: str = "async") -> Any:
+    """One run of at most 30 turns (loopwarden told so), plain or streamed."""
+    config = guard.run_config(tracing_disabled=True, max_turns=30)
+    if mode == "async":
+        return await Runner.run(agent, "Is job 42 done?", run_config=config, max_turns=30)
+    result = Runner.run_streamed(agent, "Is job 42 done?", run_config=config, max_turns=30)
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
+def last_request(server: ChatServer) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The last request the model got, and its last message."""
+    body = server.requests[-1]
+    return body, body["messages"][-1]
+
+
+@pytest.mark.parametrize("mode", ["async", "streamed"])
+async def test_answer_ends_the_run_with_the_models_last_answer(mode: str, events: Events) -> None:
+    """Unset on_stop (no approvals, no config): the stop ends the run with one more model
+    call without tools, told why; its text plus the summary is the final output."""
+    ran: list[str] = []
+    async with chat_model(looping()) as (server, model):
+        guard = LoopGuardForAgents(SMALL, on_event=events)
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
+        result = await run_once(agent, guard, mode)
+
+    report = guard.stop_report(result)
+    assert report is not None
+    assert (report.code, report.tool, report.count) == ("global_circuit_breaker", "poll_status", 7)
+    assert (report.calls, report.refused, report.turns, report.turn_limit) == (8, 3, 8, 30)
+    # Tokens as the client reported them (15 per answer; the stream reports none).
+    assert report.tokens == (8 * 15 if mode == "async" else None)
+    assert result.final_output == f"{LAST}\n\n{report.summary()}"
+    assert "could have gone on for 22 more model turns" in report.summary()
+    body, message = last_request(server)
+    assert len(server.requests) == 9 and "tools" not in body
+    assert message == {"role": "user", "content": final_answer_request(report)}
+    assert tool_messages(body)["c7"].startswith("CRITICAL: the loopwarden global circuit breaker")
+    assert len(ran) == 5
+    assert events.actions() == ["warn", "block", "block", "stop"]
+    # The stopping call's guardrail result says so; the answer is a final output from the
+    # tool turn, not a message item.
+    infos = [r.output.output_info for r in result.tool_input_guardrail_results]
+    assert {"loopwarden": "stop", "detector": "global_circuit_breaker", "count": 7} in infos
+    assert not any(item.type == "message_output_item" for item in result.new_items)
+
+
+async def test_answer_after_calls_of_a_missing_tool() -> None:
+    """A stop on a tool that does not exist, with no tool run in that turn: the agent's
+    function tools are off for the SDK's next model call, which is told why and ends
+    the run; the summary is appended to its text."""
+    async with chat_model(looping("no_such_tool")) as (server, model):
+        guard = LoopGuardForAgents(SMALL)
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+        result = await run_once(agent, guard)
+
+    report = guard.stop_report(result)
+    assert report is not None and (report.code, report.tool) == (
+        "unknown_tool_repeat",
+        "no_such_tool",
+    )
+    assert result.final_output == f"{LAST}\n\n{report.summary()}"
+    body, message = last_request(server)
+    assert len(server.requests) == 9 and "tools" not in body
+    assert message["role"] == "tool" and final_answer_request(report) in message["content"]
+
+
+async def test_a_missing_tool_still_called_without_tools_ends_with_the_stop() -> None:
+    """After a stop on a missing tool, a model that calls a tool although it was offered
+    none ends the run with the stop, at its next model call."""
+    late = [("no_such_tool", {"job": "42"}, "late")]
+    async with chat_model(looping("no_such_tool", last=late)) as (server, model):
+        guard = LoopGuardForAgents(SMALL)
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+        with pytest.raises(AgentsCircuitBreakerTripped) as caught:
+            await run_once(agent, guard)
+    assert caught.value.code == "unknown_tool_repeat"
+    assert len(server.requests) == 9 and "tools" not in server.requests[-1]
+
+
+@pytest.mark.parametrize(
+    "last",
+    [(500, "the model service failed"), [("poll_status", {"job": "42"}, "late")], ""],
+    ids=["fails", "asks-for-tools", "empty"],
+)
+async def test_answer_falls_back_to_the_summary(last: Any) -> None:
+    """When the last model call fails, still asks for tools or says nothing, the final
+    output is loopwarden's fallback text: no exception reaches the caller."""
+    async with chat_model(looping(last=last)) as (server, model):
+        guard = LoopGuardForAgents(SMALL)
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+        result = await run_once(agent, guard)
+
+    report = guard.stop_report(result)
+    assert report is not None
+    assert result.final_output == fallback_answer(report)
+    assert "tools" not in server.requests[-1] and len(server.requests) == 9
+
+
+class JobReport(BaseModel):
+    status: str
+    advice: str
+
+
+async def test_answer_with_a_structured_output_type() -> None:
+    """A structured output type: the last answer is parsed into it, without the summary,
+    and the report stays available from stop_report."""
+    answer = '{"status": "pending", "advice": "check job 42 by hand"}'
+    async with chat_model(looping(last=answer)) as (server, model):
+        guard = LoopGuardForAgents(SMALL)
+        agent = guard.protect(
+            Agent(name="poller", model=model, tools=[poll_tool([])], output_type=JobReport)
+        )
+        result = await run_once(agent, guard)
+
+    assert result.final_output == JobReport(status="pending", advice="check job 42 by hand")
+    assert guard.stop_report(result) is not None
+    assert server.requests[-1]["response_format"]["type"] == "json_schema"
+
+
+async def test_a_stop_after_the_call_ran_ends_with_an_answer() -> None:
+    """The post-compaction abort comes after a call ran (nothing to ask about): under
+    ask too, the run ends with the model's last answer, asked without tools."""
+    compaction = ResponseCompactionItem(id="cmp_9", type="compaction", encrypted_content="...")
+    steps = stuck(6)
+    steps[0] = [compaction, *steps[0]]
+    steps[3] = [assistant_message("Job 42 is pending after three checks.")]
+    model = ScriptedModel(steps[:4])
+    guard = LoopGuardForAgents(SMALL, on_stop="ask")
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+
+    result = await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+
+    report = guard.stop_report(result)
+    assert report is not None and report.code == "compaction_loop_persisted"
+    assert result.final_output == f"Job 42 is pending after three checks.\n\n{report.summary()}"
+    assert result.interruptions == []
+    last = model.last_call
+    assert last is not None and last.tools == [] and last.handoffs == []
+    assert last.input[-1] == {"role": "user", "content": final_answer_request(report)}
+
+
+async def test_raise_keeps_the_exception_with_its_report() -> None:
+    """on_stop="raise": the run ends with AgentsCircuitBreakerTripped, carrying the report;
+    the model is not asked again."""
+    async with chat_model(looping()) as (server, model):
+        guard = LoopGuardForAgents(SMALL, on_stop="raise")
+        agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+        with pytest.raises(AgentsCircuitBreakerTripped) as caught:
+            await run_once(agent, guard)
+    assert caught.value.report is not None and caught.value.report.refused == 3
+    assert len(server.requests) == 8
+
+
+def test_the_config_chooses_when_the_argument_is_unset() -> None:
+    """loopwarden.onStop in the config applies when on_stop is not given; the argument
+    wins over it; a wrong value is a clear error."""
+    config = {**SMALL, "loopwarden": {"onStop": "raise"}}
+    model = ScriptedModel(stuck(12))
+    guard = LoopGuardForAgents(config)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool([])]))
+    with pytest.raises(AgentsCircuitBreakerTripped):
+        run_sync(agent, "hi", run_config=guard.run_config(tracing_disabled=True), max_turns=30)
+    assert isinstance(LoopGuardForAgents(config, on_stop="answer").protect(Agent(name="a")), Agent)
+    assert LoopGuardForAgents(config, on_stop="answer").protect(Agent(name="a")).hooks.on_stop == (
+        "answer"
+    )
+    with pytest.raises(ValueError, match="on_stop must be"):
+        LoopGuardForAgents(SMALL, on_stop="later")  # type: ignore[arg-type]
+
+
+async def ask_run(
+    reply: Callable[[dict[str, Any]], Any], ran: list[str], **guard_kwargs: Any
+) -> tuple[Any, LoopGuardForAgents, Agent[Any], ChatServer, Any]:
+    """A run that loopwarden stops, with a person to ask; returns what resuming needs."""
+    stack = contextlib.AsyncExitStack()
+    server, model = await stack.enter_async_context(chat_model(reply))
+    guard = LoopGuardForAgents(SMALL, **guard_kwargs)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[poll_tool(ran)]))
+    result = await run_once(agent, guard)
+    return result, guard, agent, server, stack
+
+
+@pytest.mark.parametrize("how", ["helper", "sdk"])
+@pytest.mark.parametrize("choice", ["allow_once", "stop", "continue"])
+async def test_ask_puts_the_stop_to_the_person_as_a_tool_approval(choice: str, how: str) -> None:
+    """on_stop="ask": the refused call is an approval interruption with loopwarden's
+    question; resumed with the answer (loopwarden's helper, or the SDK's own approve /
+    reject), allow once runs the call once, stop ends with a last answer, continue gives
+    the model the note and the run goes on."""
+    ran: list[str] = []
+    calls = 0
+
+    def reply(body: dict[str, Any]) -> Any:
+        nonlocal calls
+        calls += 1
+        if not body.get("tools") or calls > 8:  # after the person's answer: done
+            return LAST
+        return [("poll_status", {"job": "42"}, f"c{len(tool_messages(body))}")]
+
+    result, guard, agent, server, stack = await ask_run(reply, ran, on_stop="ask")
+    async with stack:
+        assert result.final_output is None and len(server.requests) == 8 and len(ran) == 5
+        [item] = result.interruptions
+        assert item.raw_item.call_id == "c7" and item.tool_name == "poll_status"
+        question = guard.question(item)
+        assert question is not None and question.startswith("loopwarden stopped this run: ")
+        state = result.to_state()
+        note = "Job 42 is slow today; report that and stop."
+        if how == "helper":
+            guard.answer(state, item, choice, note=note)
+        elif choice == "allow_once":
+            state.approve(item)
+        elif choice == "stop":
+            state.reject(item)
+        else:
+            state.reject(item, rejection_message=note)
+        config = guard.run_config(tracing_disabled=True, max_turns=30)
+        resumed = await Runner.run(agent, state, run_config=config, max_turns=30)
+
+    body, _ = last_request(server)
+    answered = tool_messages(server.requests[8])["c7"]
+    if choice == "allow_once":  # the call ran once, its result reached the model
+        assert len(ran) == 6 and answered == "pending"
+        assert resumed.final_output == LAST and guard.stop_report(resumed) is None
+    elif choice == "continue":  # the model read the note, the run went on with tools
+        assert len(ran) == 5 and "tools" in server.requests[8]
+        assert answered == (person_note(note) if how == "helper" else note)
+        assert resumed.final_output == LAST and guard.stop_report(resumed) is None
+    else:  # the run ended as under answer: one last call without tools
+        report = guard.stop_report(resumed)
+        assert report is not None and len(ran) == 5 and "tools" not in body
+        assert resumed.final_output == f"{LAST}\n\n{report.summary()}"
+        assert answered.startswith("CRITICAL: the loopwarden global circuit breaker")
+    assert resumed.interruptions == []
+
+
+async def test_allow_once_asks_again_at_the_next_repeat() -> None:
+    """After "allow once" the refused call runs, and the very next repeat is put to the
+    person again (the rules kept their counts)."""
+    ran: list[str] = []
+    result, guard, agent, _, stack = await ask_run(looping(), ran, on_stop="ask")
+    async with stack:
+        state = result.to_state()
+        guard.answer(state, result.interruptions[0], "allow_once")
+        config = guard.run_config(tracing_disabled=True, max_turns=30)
+        again = await Runner.run(agent, state, run_config=config, max_turns=30)
+    assert [item.raw_item.call_id for item in again.interruptions] == ["c8"]
+    assert len(ran) == 6
+
+
+async def test_ask_is_the_default_where_the_agents_already_need_approvals() -> None:
+    """Unset on_stop, and an agent with a tool that needs approval (its caller answers
+    interruptions): a stop is put to the person; without such a tool it is answered."""
+
+    @function_tool(needs_approval=True)
+    def cancel_job(job: str) -> str:
+        """Cancel a background job."""
+        return "cancelled"
+
+    ran: list[str] = []
+    async with chat_model(looping()) as (_, model):
+        guard = LoopGuardForAgents(SMALL)
+        tools = [poll_tool(ran), cancel_job]
+        agent = guard.protect(Agent(name="poller", model=model, tools=tools))
+        result = await run_once(agent, guard)
+    [item] = result.interruptions
+    assert guard.question(item) is not None and result.final_output is None
+
+
+async def test_answer_rejects_what_it_does_not_know() -> None:
+    """The helper refuses an unknown choice, and an interruption that is not loopwarden's."""
+
+    @function_tool(needs_approval=True)
+    def cancel_job(job: str) -> str:
+        """Cancel a background job."""
+        return "cancelled"
+
+    model = ScriptedModel([[function_call("cancel_job", {"job": "42"}, call_id="x")]])
+    guard = LoopGuardForAgents(SMALL)
+    agent = guard.protect(Agent(name="poller", model=model, tools=[cancel_job]))
+    result = await Runner.run(agent, "hi", run_config=guard.run_config(tracing_disabled=True))
+    [item] = result.interruptions
+    assert guard.question(item) is None
+    with pytest.raises(ValueError, match="not a question loopwarden asked"):
+        guard.answer(result.to_state(), item, "stop")
+    with pytest.raises(ValueError, match="allow_once, stop or continue"):
+        guard.answer(result.to_state(), item, "perhaps")
+
+
+async def test_ask_then_continue_with_a_sqlite_store(tmp_path: Path) -> None:
+    """With a store that does I/O (the guard's async methods), the person's "continue"
+    lifts the stop in the stored state and the run goes on."""
+    ran: list[str] = []
+    store = f"sqlite:///{tmp_path / 'lw.db'}"
+    result, guard, agent, server, stack = await ask_run(looping(), ran, on_stop="ask", store=store)
+    async with stack:
+        state = result.to_state()
+        guard.answer(state, result.interruptions[0], "continue", note="stop polling")
+        config = guard.run_config(tracing_disabled=True, max_turns=30)
+        resumed = await Runner.run(agent, state, run_config=config, max_turns=30)
+    guard.guard.close()
+    assert tool_messages(server.requests[8])["c7"] == person_note("stop polling")
+    # Counted afresh: the same loop is put to the person again after the full thresholds.
+    assert [item.raw_item.call_id for item in resumed.interruptions] == ["c15"]
+    assert len(ran) == 5 + 5

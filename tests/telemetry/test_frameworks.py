@@ -169,7 +169,7 @@ def test_google_adk_tool_span(spans: InMemorySpanExporter) -> None:
         """Status of a background job."""
         return {"status": "pending"}
 
-    plugin = LoopGuardPlugin(CONFIG)
+    plugin = LoopGuardPlugin(CONFIG, on_stop="raise")
     agent = LlmAgent(name="poller", model=Looping(model="scripted"), tools=[poll_status])
     runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[plugin]))
 
@@ -246,7 +246,7 @@ def test_openai_agents_function_span() -> None:
         [function_call("poll_status", {"job": "42"}, call_id=f"c{i}")] for i in range(12)
     ]
     model = ScriptedModel([*steps, [assistant_message("done")]])
-    guard = LoopGuardForAgents(CONFIG)
+    guard = LoopGuardForAgents(CONFIG, on_stop="raise")
     agent = guard.protect(Agent(name="poller", model=model, tools=[poll_status]))
     recorder = Recorder()
     set_trace_processors([recorder])  # nothing is uploaded
