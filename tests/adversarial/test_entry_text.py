@@ -19,7 +19,7 @@ import pytest
 
 import loopwarden as lw
 from loopwarden.stores import Store
-from tests.adversarial.conftest import claude_event, hook, state_dir, write_config
+from tests.adversarial.conftest import SMALL, claude_event, hook, state_dir, write_config
 from tests.stores.conftest import (  # noqa: F401 - the store matrix's fixtures, used by name
     all_stores,
     fixture_clock,
@@ -42,17 +42,6 @@ from tests.stores.conftest import (  # noqa: F401 - the store matrix's fixtures,
 
 pytestmark = pytest.mark.timeout(180)
 
-# Warn at 2, block at 3, stop the run at 4 identical no-progress calls.
-SMALL: dict[str, Any] = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 2,
-            "criticalThreshold": 3,
-            "globalCircuitBreakerThreshold": 4,
-        }
-    }
-}
 LOOP = ["allow", "allow", "warn", "block", "global_circuit_breaker"]
 
 

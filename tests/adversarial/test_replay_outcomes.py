@@ -17,19 +17,9 @@ import pytest
 
 import loopwarden as lw
 from tests.adversarial._procs import LOOPWARDEN, run_bounded
+from tests.adversarial.conftest import SMALL
 
 pytestmark = pytest.mark.timeout(180)
-
-SMALL: dict[str, Any] = {
-    "tools": {
-        "loopDetection": {
-            "enabled": True,
-            "warningThreshold": 2,
-            "criticalThreshold": 3,
-            "globalCircuitBreakerThreshold": 4,
-        }
-    }
-}
 
 
 def live_record(path: Path, *, ids: bool) -> list[str]:
