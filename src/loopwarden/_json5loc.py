@@ -1,12 +1,15 @@
 """Line numbers for the keys of a JSON5 document, and where its first syntax error is.
 
-The ``json5`` package parses the document; this module maps each key and
+:mod:`loopwarden.config.load` parses the document (a strict JSON parser
+first, the ``json5`` package when that fails); this module maps each key and
 array element back to the line it starts on, so validation errors can say
-``openclaw.json:14``, and finds the line and column of a syntax error (the
-``json5`` package reports the point its parser gave up, often a token or two
-later: ``,,`` at column 56 came out as column 58). Both run only when a config
-has problems to report; :func:`locate_lines` tolerates anything it does not
-understand (the result is then just sparser).
+``openclaw.json:14`` (and a key written twice can name both lines), and finds
+the line and column of a syntax error (the ``json5`` package reports the point
+its parser gave up, often a token or two later: ``,,`` at column 56 came out
+as column 58). :func:`locate_lines` runs only when lines are shown (problems,
+``config check``), one regular-expression pass over the text (a megabyte in a
+fraction of a second), and tolerates anything it does not understand (the
+result is then just sparser).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, NamedTuple
 
 import json5
 
-__all__ = ["PathKey", "SyntaxProblem", "locate_lines", "syntax_error"]
+__all__ = ["Duplicate", "PathKey", "SyntaxProblem", "locate_lines", "syntax_error"]
 
 PathKey = tuple[str | int, ...]
 
@@ -69,6 +72,8 @@ def _token(text: str, i: int) -> int:
 
 def _key_text(raw: str) -> str:
     if raw[:1] in "\"'":
+        if "\\" not in raw:
+            return raw[1:-1]
         try:
             value = json5.loads(raw)
         except Exception:
@@ -77,50 +82,67 @@ def _key_text(raw: str) -> str:
     return raw
 
 
-def locate_lines(text: str) -> dict[PathKey, int]:
-    """Map each key path (and array element path) to its 1-based line."""
+# One token of a JSON5 text: a string (an escaped newline continues one), a comment,
+# a bracket or separator, a scalar (number, literal, identifier), or any other character.
+# Only run on text that parsed, so every string and comment is closed.
+_TOKENS = re.compile(
+    r""""(?:[^"\\]++|\\.)*+"|'(?:[^'\\]++|\\.)*+'|//[^\n]*|/\*.*?\*/|[{}\[\]:,]"""
+    r"""|[^\s{}\[\]:,"'/]+|\S""",
+    re.DOTALL,
+)
+
+Duplicate = tuple[PathKey, int, int]
+"""A key written twice in one object: its path, the line of the earlier copy, of this one."""
+
+
+def locate_lines(text: str, duplicates: list[Duplicate] | None = None) -> dict[PathKey, int]:
+    """Map each key path (and array element path) to its 1-based line.
+
+    ``duplicates``, when given, receives every key written again in the same
+    object (as JSON parsers keep the last copy, so do the lines).
+    """
     lines: dict[PathKey, int] = {}
-    # Each frame: [is_object, path, next_index, current_key, expecting_key]
+    # Each frame: [is_object, path, next_index, current_key, expecting_key, keys seen: line]
     stack: list[list[Any]] = []
-    i, line, n = 0, 1, len(text)
+    line, last = 1, 0
+    count = text.count
     try:
-        while True:
-            i, line, _ = _skip(text, i, line)
-            if i >= n:
-                break
-            c = text[i]
+        for match in _TOKENS.finditer(text):
+            start = match.start()
+            line += count("\n", last, start)
+            last = start
+            token = match[0]
+            c = token[0]
             top = stack[-1] if stack else None
-            if c in "{[":
+            if c == "{" or c == "[":
                 path: PathKey = ()
                 if top is not None:
                     path = top[1] + ((top[3],) if top[0] else (top[2],))
                     if not top[0]:
                         lines.setdefault(path, line)
-                stack.append([c == "{", path, 0, None, c == "{"])
-                i += 1
-            elif c in "}]":
+                stack.append([c == "{", path, 0, None, c == "{", {}])
+            elif c == "}" or c == "]":
                 stack.pop()
-                i += 1
             elif c == ":":
                 if top is not None:
                     top[4] = False
-                i += 1
             elif c == ",":
                 if top is not None:
                     if top[0]:
                         top[4] = True
                     else:
                         top[2] += 1
-                i += 1
-            else:
-                end = _token(text, i)
-                if top is not None and top[0] and top[4]:
-                    top[3] = _key_text(text[i:end])
-                    lines[top[1] + (top[3],)] = line
-                elif top is not None and not top[0]:
+            elif c == "/" and token[1:2] in ("/", "*"):
+                continue  # a comment
+            elif top is not None:
+                if top[0] and top[4]:
+                    key = top[3] = _key_text(token)
+                    seen = top[5]
+                    if duplicates is not None and key in seen:
+                        duplicates.append((top[1] + (key,), seen[key], line))
+                    seen[key] = lines[top[1] + (key,)] = line
+                elif not top[0]:
                     lines.setdefault(top[1] + (top[2],), line)
-                line += text.count("\n", i, end)
-                i = end
     except Exception:
         return lines
     return lines

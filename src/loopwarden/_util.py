@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import OrderedDict
@@ -10,14 +11,50 @@ from typing import Any, TypeVar
 import orjson
 
 __all__ = [
+    "MAX_NAME_CHARS",
     "BoundedDict",
     "bounded_set",
+    "guard_text",
     "json_bytes",
     "json_value",
     "package_version",
     "parse_arguments",
     "printable",
+    "valid_text",
 ]
+
+MAX_NAME_CHARS = 256
+"""Longest tool name, call id, run, session or agent id the guard keeps as it came
+(docs/configuration.md#names-and-ids): a longer one is kept as :func:`guard_text` makes it."""
+_NAME_PREFIX = 200  # what a bounded name keeps of the original, before "…" and the digest
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate written as its ``\\udXXX`` escape: valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def guard_text(text: str) -> str:
+    """``text`` as the guard keeps a name or id: valid UTF-8, at most 256 characters.
+
+    A lone surrogate (a JSON escape such as ``\\ud800`` decodes to one; UTF-8 cannot
+    encode it, so SQLite, Redis and every JSON encoder would refuse the text) becomes
+    its ``\\ud800`` escape. A text longer than :data:`MAX_NAME_CHARS` becomes its first
+    200 characters, ``…`` and 32 hex digits of the SHA-256 of the whole, so names that
+    differ anywhere stay apart. The same text always gives the same result, and a
+    result is its own result (a replayed run record maps to the same names).
+    """
+    if not text.isascii():
+        text = valid_text(text)
+    if len(text) > MAX_NAME_CHARS:
+        tag = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+        text = f"{text[:_NAME_PREFIX]}…{tag}"
+    return text
+
 
 # C0 and C1 controls (newlines too: a name is one line), DEL, and the Unicode
 # line separators and bidirectional overrides that can disguise text.

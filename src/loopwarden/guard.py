@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._canonical import digest
 from ._logging import logger, write_line
+from ._util import MAX_NAME_CHARS, guard_text
 from .config import ConfigSource, LoopDetectionConfig, load_config, log_repairs, normalize_agent_id
 from .engine.compaction import LogLine
 from .engine.detectors import Call
@@ -221,12 +222,14 @@ class RunGuard:
         agent_id: str | None,
         tools: Iterable[str] | None,
     ) -> None:
+        # Text from the model or the agent is made safe once, here and in _call/_outcome:
+        # valid UTF-8 for every store and encoder, bounded in length (_util.guard_text).
         self.guard = guard
-        self.run_id = run_id
-        self.session_id = session_id
-        self.agent_id = agent_id
+        self.run_id: str = _id(run_id)
+        self.session_id: str | None = _id(session_id)
+        self.agent_id: str | None = _id(agent_id)
         self.config = guard.config_for(agent_id)
-        self.tools: frozenset[str] | None = frozenset(tools) if tools is not None else None
+        self.tools: frozenset[str] | None = _names(tools)
         self._off = self.config.enabled is False
         # Outcomes carry their source only when something reads it: masking or the rules.
         rules = self.config.rules
@@ -240,7 +243,7 @@ class RunGuard:
         self._record = guard.run_record
         self._clock = guard.clock
         agent_key = normalize_agent_id(agent_id) if agent_id is not None else ""
-        self.key = f"{agent_key}\x1f{session_id or ''}\x1f{run_id}"
+        self.key = f"{agent_key}\x1f{self.session_id or ''}\x1f{self.run_id}"
         # call key -> args hash, so each call's params are hashed once.
         self._sigs: dict[str, str | tuple[str, Any]] = {}
         """Pending calls' signatures: by call id, or (signature, params) by params identity."""
@@ -253,7 +256,7 @@ class RunGuard:
 
     def set_tools(self, tools: Iterable[str] | None) -> None:
         """Set the registered tool names used by the unknown-tool guard."""
-        self.tools = frozenset(tools) if tools is not None else None
+        self.tools = _names(tools)
 
     def __enter__(self) -> RunGuard:  # noqa: PYI034 - RunGuard is not meant to be subclassed
         return self
@@ -304,6 +307,10 @@ class RunGuard:
         """:meth:`before_call` for a call known only by its args hash (trace replay)."""
         if self._off:
             return ALLOW
+        if len(tool) > MAX_NAME_CHARS or not tool.isascii():
+            tool = guard_text(tool)
+        if call_id is not None and (len(call_id) > MAX_NAME_CHARS or not call_id.isascii()):
+            call_id = guard_text(call_id)
         key = call_id if call_id is not None else args_hash
         tools = self.tools
         unregistered = None if tools is None else tool not in tools
@@ -383,6 +390,12 @@ class RunGuard:
         """
         if self._off:
             return None
+        if len(tool) > MAX_NAME_CHARS or not tool.isascii():
+            tool = guard_text(tool)
+        if call_id is not None and (len(call_id) > MAX_NAME_CHARS or not call_id.isascii()):
+            call_id = guard_text(call_id)
+        if unknown_tool_name is not None:
+            unknown_tool_name = guard_text(unknown_tool_name)
         outcome = Outcome(outcome_hash, unknown_tool_name, is_error)
         profiles = self._profiles
         sourced = self._sourced and (result is not MISSING or error is not MISSING)
@@ -462,14 +475,22 @@ class RunGuard:
     def _call(self, tool: Any, params: Any, call_id: Any) -> Call:
         """A call about to run: its tool, args hash, poll flag, key, id and registration."""
         tool = tool.strip() if type(tool) is str else str(tool).strip()
-        call_id = None if call_id is None else str(call_id)
-        sig = f"{tool}:{digest(params)}"
-        # Whether a tool is a known poll depends on its params only for `process`.
-        poll = self._polls.get(tool)
+        # Whether a tool is a known poll depends on its params only for `process`. The
+        # cache holds names already made safe, so a name found there needs no check.
+        polls = self._polls
+        poll = polls.get(tool)
         if poll is None:
+            if len(tool) > MAX_NAME_CHARS or not tool.isascii():
+                tool = guard_text(tool)
             poll = is_known_poll(tool, params, self._profiles)
-            if tool != "process" and len(self._polls) < 256:
-                self._polls[tool] = poll
+            if tool != "process" and len(polls) < 256:
+                polls[tool] = poll
+        if call_id is not None:
+            if type(call_id) is not str:
+                call_id = str(call_id)
+            if len(call_id) > MAX_NAME_CHARS or not call_id.isascii():
+                call_id = guard_text(call_id)
+        sig = f"{tool}:{digest(params)}"
         key = call_id if call_id is not None else sig
         sigs = self._sigs  # so that after_call need not hash the params again
         if call_id is not None:
@@ -488,8 +509,18 @@ class RunGuard:
     def _outcome(self, tool: Any, params: Any, call_id: Any, result: Any, error: Any) -> Done:
         """A finished call: its args hash (cached by ``before_call``), key, id and outcome."""
         tool = tool.strip() if type(tool) is str else str(tool).strip()
-        call_id = None if call_id is None else str(call_id)
-        cached = self._sigs.pop(call_id if call_id is not None else f"{tool}\x1f{id(params)}", None)
+        if tool not in self._polls and (len(tool) > MAX_NAME_CHARS or not tool.isascii()):
+            tool = guard_text(tool)  # (names in the poll cache are safe already)
+        if call_id is None:
+            cached = self._sigs.pop(f"{tool}\x1f{id(params)}", None)
+        else:
+            if type(call_id) is not str:
+                call_id = str(call_id)
+            # before_call kept the signature under the safe id: found, this id is safe.
+            cached = self._sigs.pop(call_id, None)
+            if cached is None and (len(call_id) > MAX_NAME_CHARS or not call_id.isascii()):
+                call_id = guard_text(call_id)
+                cached = self._sigs.pop(call_id, None)
         if type(cached) is str:
             sig = cached
         elif cached is not None and cached[1] is params:
@@ -683,6 +714,22 @@ def _choice(choice: Choice | str) -> Choice:
     if parsed is None:
         raise ValueError(f"unknown answer to a stop {choice!r}: allow_once, stop or continue")
     return parsed
+
+
+def _names(tools: Iterable[str] | None) -> frozenset[str] | None:
+    """Registered tool names as the guard keeps the names of calls (the same set object
+    when every name is kept as it is, so callers may compare by identity)."""
+    if tools is None:
+        return None
+    names = frozenset(tools)
+    if all(type(t) is not str or (len(t) <= MAX_NAME_CHARS and t.isascii()) for t in names):
+        return names
+    return frozenset(guard_text(t) if type(t) is str else t for t in names)
+
+
+def _id(value: Any) -> Any:
+    """A run, session or agent id as the guard keeps it (None stays None)."""
+    return None if value is None else guard_text(value if type(value) is str else str(value))
 
 
 def _raw(done: Done, result: Any, error: Any) -> Any:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from ._canonical import digest, to_plain
+from ._util import guard_text
 from .profiles import DEFAULT_REGISTRY, OutcomeProfile, ProfileRegistry
 from .profiles.coding_agents import UNKNOWN_TOOL_PATTERNS as _UNKNOWN_PATTERNS
 from .profiles.openclaw import (
@@ -110,7 +111,8 @@ def extract_unknown_tool_name(message: str) -> str | None:
     for pattern in _UNKNOWN_PATTERNS:
         match = pattern.search(text)
         if match:
-            return match.group(1).strip().lower()
+            # Bounded as the guard bounds the names of calls (it is kept with the outcome).
+            return guard_text(match.group(1).strip().lower())
     return None
 
 

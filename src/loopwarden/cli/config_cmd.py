@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -21,6 +22,7 @@ from ._clickutil import (
 
 if TYPE_CHECKING:
     from ..config import Config, LoopDetectionConfig
+    from ..errors import ConfigIssue
 
 __all__ = ["main"]
 
@@ -103,29 +105,15 @@ def check_command(
     try:
         config = load_config(file)
     except ConfigError as exc:
-        if output_format == "json":
-            import orjson
-
-            problems = [
-                {"path": i.path, "message": i.message, "file": i.file, "line": i.line}
-                for i in exc.issues
-            ]
-            data = {"file": file, "valid": False, "problems": problems}
-            click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
-        else:
-            count = len(exc.issues)
-            click.echo(
-                f"{file}: {style('invalid', fg='red', bold=True)} "
-                f"({count} problem{'s' if count != 1 else ''})"
-            )
-            for issue in exc.issues:
-                click.echo(f"  - {issue}")
-        return EXIT_FAIL
+        return _invalid(file, exc.issues, output_format, style)
     if overrides:
         try:
             config = config.with_overrides(overrides, all_agents=True)
         except ConfigError as exc:
             raise UsageFailure(f"--set: {exc}") from None
+    refused = _refused_by_guard(config, file)
+    if refused:
+        return _invalid(file, refused, output_format, style)
 
     agents: list[str | None]
     if agent is not None:
@@ -175,6 +163,57 @@ def check_command(
             where += f" {file}:{info['line']}"
         click.echo(f"  {key:<18} {value:<28} {style(where, dim=True)}")
     return EXIT_OK
+
+
+def _invalid(file: str, issues: Sequence[ConfigIssue], output_format: str, style: Any) -> int:
+    """Print the problems of an invalid config; the exit code."""
+    if output_format == "json":
+        import orjson
+
+        problems = [
+            {"path": i.path, "message": i.message, "file": i.file, "line": i.line} for i in issues
+        ]
+        data = {"file": file, "valid": False, "problems": problems}
+        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+    else:
+        count = len(issues)
+        click.echo(
+            f"{file}: {style('invalid', fg='red', bold=True)} "
+            f"({count} problem{'s' if count != 1 else ''})"
+        )
+        for issue in issues:
+            click.echo(f"  - {issue}")
+    return EXIT_FAIL
+
+
+def _refused_by_guard(config: Config, file: str) -> list[ConfigIssue]:
+    """What building the guard from ``config`` refuses, as the guard builds it: the store
+    from its URL (store constructors neither connect nor create files), the telemetry.
+
+    A config the guard refuses would leave a hook allowing every call unguarded, so
+    ``config check`` must not call it valid.
+    """
+    from ..errors import ConfigError, ConfigIssue
+    from ..guard import LoopGuard
+    from ..stores import store_from_url
+
+    settings = config.settings
+    store = None
+    if settings.store is not None:
+        try:
+            store = store_from_url(settings.store, ttl_seconds=settings.state_ttl_seconds)
+        except ConfigError as exc:
+            line = config.line_of(("loopwarden", "store"))
+            return [ConfigIssue("loopwarden.store", i.message, file, line) for i in exc.issues]
+    try:
+        guard = LoopGuard(config, store=store)
+    except ConfigError as exc:
+        return [replace(i, file=i.file or file) for i in exc.issues]
+    except ImportError as exc:  # telemetry without the OpenTelemetry API
+        line = config.line_of(("loopwarden", "telemetry"))
+        return [ConfigIssue("loopwarden.telemetry", str(exc), file, line)]
+    guard.close()
+    return []
 
 
 def _known_agent(config: Config, agent: str, file: str) -> None:

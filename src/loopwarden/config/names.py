@@ -310,8 +310,17 @@ def _scan_unread(raw: Mapping[Any, Any], reported: list[PathKey], report: Report
     free-form data of their own and are left alone.
     """
 
+    # Key -> it names the block or nearly so; a large file repeats its keys thousands of times.
+    near: dict[str, bool] = {}
+
     def skip(path: PathKey) -> bool:
         return _read_block(path) or any(path[: len(done)] == done for done in reported)
+
+    def block_name(key: str) -> bool:
+        found = near.get(key)
+        if found is None:
+            found = near[key] = key == _BLOCK or is_near_miss(key, _BLOCK)
+        return found
 
     def walk(value: Any, path: PathKey) -> None:
         if len(path) > _SCAN_DEPTH or skip(path):
@@ -319,7 +328,7 @@ def _scan_unread(raw: Mapping[Any, Any], reported: list[PathKey], report: Report
         if isinstance(value, Mapping):
             for key, item in value.items():
                 sub = (*path, key if isinstance(key, str) else repr(key))
-                if isinstance(key, str) and (key == _BLOCK or is_near_miss(key, _BLOCK)):
+                if isinstance(key, str) and block_name(key):
                     if not skip(sub):
                         report(sub, f"{_READ_HERE}, not here: did you mean tools.loopDetection?")
                     continue

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .._util import guard_text
 from ._protocol import AGENTS
 
 __all__ = [
@@ -60,13 +61,16 @@ class BatchEntry:
 
 
 def _text(value: Any) -> str | None:
+    """A name or id of the event (session, run, tool), as the guard keeps it: valid
+    UTF-8 and bounded (``_util.guard_text``), so side records and the store see the
+    same text as the guard."""
     if isinstance(value, str) and value.strip():
-        return value.strip()
+        return guard_text(value.strip())
     return None
 
 
 def _call_id(value: Any) -> str | None:
-    return str(value) if isinstance(value, (str, int)) and str(value) else None
+    return guard_text(str(value)) if isinstance(value, (str, int)) and str(value) else None
 
 
 class Adapter:

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from .._logging import logger
+from .._util import valid_text
 from ..engine.detectors import UNKNOWN_TOOL_REPEAT
 from ..errors import ConfigError, LoopAbort
 from ..guard import Decision, RunGuard
@@ -371,9 +372,23 @@ def _lenient(payload: bytes) -> Any:
     parts.append(payload[done:])
     try:
         text = b"".join(parts).decode("utf-8")
-        return json.loads(text, parse_int=_number(int), parse_float=_number(float))
+        event = json.loads(text, parse_int=_number(int), parse_float=_number(float))
     except (ValueError, RecursionError):
         return None
+    # json (unlike orjson) decodes a lone surrogate escape ("\ud800"); no store or
+    # encoder takes one, so every such string of the event becomes valid text here.
+    return _valid_text(event) if re.search(rb"\\u[dD][89a-fA-F]", payload) else event
+
+
+def _valid_text(value: Any) -> Any:
+    """``value`` with every string (keys too) made valid UTF-8 as the guard does it."""
+    if isinstance(value, str):
+        return value if value.isascii() else valid_text(value)
+    if isinstance(value, list):
+        return [_valid_text(item) for item in value]
+    if isinstance(value, dict):
+        return {_valid_text(key): _valid_text(item) for key, item in value.items()}
+    return value
 
 
 def handle(

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from .._logging import logger
+from .._util import guard_text
 from ..stores import SideRecords
 from .agents import Adapter, BatchEntry, Kind
 from .transcript import Cursor, Found, UnknownCall, Window, read_window, scan
@@ -119,7 +120,7 @@ def step_session(
         data = _load(old)
         if kind == "prompt":
             stamp = _str(event.get("timestamp")) or str(time.time_ns())
-            data["run"] = f"{session}@{stamp}"
+            data["run"] = guard_text(f"{session}@{stamp}")
         elif explicit is not None:
             data["run"] = explicit
         run = explicit or _str(data.get("run")) or session

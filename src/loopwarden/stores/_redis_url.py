@@ -3,22 +3,29 @@
 Schemes follow the ``limits`` library, so a deployment can reuse its URLs:
 
 * ``redis://[[user]:password@]host[:port][/db]`` and ``rediss://...`` (TLS);
-* ``redis+unix://[[user]:password@]/path/to/socket[?db=N]``;
+* ``redis+unix://[[user]:password@]/path/to/socket[?db=N]`` (also ``unix://...``, as
+  redis-py spells it);
 * ``redis+cluster://[[user]:password@]host:port[,host:port...]``;
 * ``redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]``
   (the credentials are used for the sentinels and the primary alike).
 
 Store options go in the query string (``?prefix=lw:&ttl=3600&timeout=0.25``) or
-as keyword arguments of :class:`~loopwarden.stores.redis.RedisStore`.
+as keyword arguments of :class:`~loopwarden.stores.redis.RedisStore`. As in
+redis-py, the user name and password may also be given as ``?username=`` and
+``?password=`` (those in front of the host win), and are percent-decoded once.
+A ``/``, ``?``, ``#`` or ``@`` inside them must be percent-encoded; a URL where
+one is not is refused with a message that says so (Redis could not read it
+either). Messages show the URL through :func:`redact`, never a credential.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ..errors import ConfigError
+from ._urls import authority_end, redact
 
 __all__ = ["KINDS", "RedisOptions", "build_client", "key_part", "parse_url", "redact"]
 
@@ -27,6 +34,7 @@ KINDS = {
     "redis": "standalone",
     "rediss": "standalone",
     "redis+unix": "unix",
+    "unix": "unix",
     "redis+cluster": "cluster",
     "redis+sentinel": "sentinel",
 }
@@ -45,7 +53,18 @@ _FLOATS = ("ttl", "timeout", "connect_timeout", "busy_timeout", "backoff")
 _INTS = ("pool_size", "cache", "db")
 _BOOLS = ("ssl", "ssl_check_hostname", "compress")
 _STRS = ("prefix", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
-OPTIONS = frozenset(_FLOATS + _INTS + _BOOLS + _STRS)
+_CREDENTIALS = ("username", "password")
+OPTIONS = frozenset(_FLOATS + _INTS + _BOOLS + _STRS + _CREDENTIALS)
+# Options whose values may hold an "@" (elsewhere after the host, one is a credential's).
+_TEXTS = frozenset(("prefix", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", *_CREDENTIALS))
+_AFTER_SECRET = (
+    "an option after the password or user name is not valid; if it is the rest of the "
+    "password, write a '&' inside it as %26"
+)
+_UNENCODED = (
+    "the user name or password holds a '/', '?', '#' or '@' that is not percent-encoded; "
+    "write them as %2F, %3F, %23 and %40 (Redis reads such a URL the same way)"
+)
 
 
 @dataclasses.dataclass
@@ -70,24 +89,6 @@ class RedisOptions:
     backoff: float = DEFAULT_BACKOFF
     cache: int = DEFAULT_CACHE
     compress: bool = False
-
-
-def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and logs)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    netloc_end = len(rest)
-    for stop in "/?#":
-        found = rest.find(stop)
-        if found != -1:
-            netloc_end = min(netloc_end, found)
-    netloc = rest[:netloc_end]
-    user, at, hosts = netloc.rpartition("@")
-    if not at:
-        return url
-    name, colon, _ = user.partition(":")
-    return f"{scheme}://{name}{':***' if colon else ''}@{hosts}{rest[netloc_end:]}"
 
 
 def _bad(url: str, problem: str) -> ConfigError:
@@ -133,23 +134,44 @@ def _host_port(url: str, item: str, default_port: int) -> tuple[str, int]:
     return host, number
 
 
+def _misplaced_at(rest: str) -> bool:
+    """An ``@`` after the host that can only be part of an unencoded user name or password.
+
+    Allowed: in a socket path (no host named) and in the values of text options.
+    """
+    end = authority_end(rest)
+    authority, tail = rest[:end], rest[end:]
+    if "@" not in tail:
+        return False
+    before_fragment, _, fragment = tail.partition("#")
+    path, _, query = before_fragment.partition("?")
+    if "@" in fragment or ("@" in path and authority.rpartition("@")[2]):
+        return True
+    for pair in query.split("&"):
+        name, _, value = pair.partition("=")
+        if "@" in name or ("@" in value and unquote(name) not in _TEXTS):
+            return True
+    return False
+
+
 def parse_url(url: str) -> RedisOptions:
     """Parse a Redis store URL; raises :class:`~loopwarden.errors.ConfigError` naming the fault."""
-    scheme, sep, _ = url.partition("://")
+    scheme, sep, rest = url.partition("://")
     kind = KINDS.get(scheme.lower())
     if not sep or kind is None:
         raise _bad(url, f"expected one of {', '.join(s + '://' for s in KINDS)}")
-    parts = urlsplit(url)
+    if _misplaced_at(rest):
+        raise _bad(url, _UNENCODED)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed "[" of an IPv6 address; the text may hold a secret
+        raise _bad(url, "not a valid URL (check the brackets around an IPv6 address)") from None
     userinfo, at, netloc = parts.netloc.rpartition("@")
     username = password = None
     if at:
         name, colon, secret = userinfo.partition(":")
         username = unquote(name) or None
         password = unquote(secret) if colon else None
-    query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - OPTIONS)
-    if unknown:
-        raise _bad(url, f"unknown option {unknown[0]!r} (known: {', '.join(sorted(OPTIONS))})")
     opts = RedisOptions(kind=kind, hosts=[], username=username, password=password)
     path = unquote(parts.path)
     if kind == "unix":
@@ -178,32 +200,51 @@ def parse_url(url: str) -> RedisOptions:
             raise _bad(url, f"unexpected path {path!r}")
         opts.db = int(_number(url, "database", segments[0], int))
     opts.ssl = scheme.lower() == "rediss"
-    for name, values in query.items():
-        text = values[-1]
-        if name in _FLOATS or name in _INTS:
-            value = _number(url, name, text, float if name in _FLOATS else int)
-            if name == "ttl":
-                opts.ttl = value
-            elif name == "db":
-                if kind == "cluster" and value:
-                    raise _bad(url, "Redis Cluster has no numbered databases")
-                opts.db = int(value)
-            else:
-                setattr(opts, name, value)
-        elif name in ("ssl", "compress"):
-            setattr(opts, name, _flag(url, name, text))
-        elif name == "ssl_check_hostname":
-            opts.ssl_options[name] = _flag(url, name, text)
-        elif name == "ssl_cert_reqs":
-            if text not in ("none", "optional", "required"):
-                raise _bad(url, "ssl_cert_reqs must be none, optional or required")
-            opts.ssl_options[name] = text
-        elif name == "prefix":
-            opts.prefix = text
-        else:
-            opts.ssl_options[name] = text
+    after_credential = False
+    for name, text in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _CREDENTIALS:
+            # As redis-py: those in front of the host win, then the first one here.
+            if not getattr(opts, name):
+                setattr(opts, name, text or None)
+            after_credential = True
+            continue
+        try:
+            _option(url, opts, name, text)
+        except ConfigError:
+            if not after_credential:
+                raise
+            # Its text may be the end of the password, cut off by a raw "&": not shown.
+            raise _bad(url, _AFTER_SECRET) from None
     validate_prefix(url, opts.prefix)
     return opts
+
+
+def _option(url: str, opts: RedisOptions, name: str, text: str) -> None:
+    """Apply one query option (not a credential) to ``opts``."""
+    if name in _FLOATS or name in _INTS:
+        value = _number(url, name, text, float if name in _FLOATS else int)
+        if name == "ttl":
+            opts.ttl = value
+        elif name == "db":
+            if opts.kind == "cluster" and value:
+                raise _bad(url, "Redis Cluster has no numbered databases")
+            opts.db = int(value)
+        else:
+            setattr(opts, name, value)
+    elif name in ("ssl", "compress"):
+        setattr(opts, name, _flag(url, name, text))
+    elif name == "ssl_check_hostname":
+        opts.ssl_options[name] = _flag(url, name, text)
+    elif name == "ssl_cert_reqs":
+        if text not in ("none", "optional", "required"):
+            raise _bad(url, "ssl_cert_reqs must be none, optional or required")
+        opts.ssl_options[name] = text
+    elif name == "prefix":
+        opts.prefix = text
+    elif name in OPTIONS:
+        opts.ssl_options[name] = text
+    else:
+        raise _bad(url, f"unknown option {name!r} (known: {', '.join(sorted(OPTIONS))})")
 
 
 def validate_prefix(url: str, prefix: str) -> None:

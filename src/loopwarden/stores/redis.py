@@ -117,9 +117,9 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
     """Run states in Redis (standalone, TLS, Unix socket, Cluster or Sentinel); many hosts.
 
     Args:
-        url: ``redis://``, ``rediss://``, ``redis+unix://``, ``redis+cluster://`` or
-            ``redis+sentinel://`` (see ``docs/stores-redis.md``). Options may be in its
-            query string; keyword arguments given here win over them.
+        url: ``redis://``, ``rediss://``, ``redis+unix://`` (or ``unix://``),
+            ``redis+cluster://`` or ``redis+sentinel://`` (see ``docs/stores-redis.md``).
+            Options may be in its query string; keyword arguments given here win over them.
         prefix: prepended to every key (default ``lw:``); one per deployment.
         ttl_seconds: a run idle this long is expired by Redis (default one day).
         timeout: seconds to wait for any answer (default 0.25).

@@ -27,6 +27,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from .._logging import logger
+from .._util import guard_text
 from ..engine.runtime import ALLOW, Decision
 from ..errors import LoopAbort
 from ..hashing import MISSING
@@ -48,7 +49,8 @@ else:
 
 
 def _name(tool: Any) -> str:
-    return tool.strip() if type(tool) is str else str(tool).strip()
+    """The tool's name as the guard keeps it (valid UTF-8, bounded): a metric label."""
+    return guard_text(tool.strip() if type(tool) is str else str(tool).strip())
 
 
 class Traced(_Base):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from .._util import MAX_NAME_CHARS, guard_text
 from ..hashing import digest
 from ._sink import Loc, format_loc
 
@@ -28,6 +29,8 @@ MAX_PENDING = 256
 def call_signature(tool: Any, params: Any) -> tuple[str, str]:
     """The tool name as the guard sees it, and the call's args hash (``before_call``'s)."""
     name = tool.strip() if type(tool) is str else str(tool).strip()
+    if len(name) > MAX_NAME_CHARS or not name.isascii():
+        name = guard_text(name)  # valid UTF-8, bounded: as RunGuard takes a name
     return name, f"{name}:{digest(params)}"
 
 

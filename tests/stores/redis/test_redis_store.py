@@ -60,7 +60,7 @@ class TestUrls:
             ("redis+sentinel://s:1", "missing service name"),
             ("redis+unix://", "missing socket path"),
             ("redis://h?prefix={app}", "must not contain braces"),
-            ("redis://u:hunter2@h?x=1", "redis://u:***@h?x=1"),
+            ("redis://u:hunter2@h?x=1", "redis://***@h?x=***"),
         ],
     )
     def test_bad_urls_name_the_fault_not_the_password(self, url: str, says: str) -> None:
@@ -71,9 +71,9 @@ class TestUrls:
         assert "hunter2" not in str(caught.value)
 
     def test_redact(self) -> None:
-        """Only the password is hidden; user, hosts and options stay readable."""
-        assert redact("redis://u:p@h:1/0?prefix=x") == "redis://u:***@h:1/0?prefix=x"
-        assert redact("redis+cluster://:p@a:1,b:2") == "redis+cluster://:***@a:1,b:2"
+        """User and password are hidden; hosts and the store's own options stay readable."""
+        assert redact("redis://u:p@h:1/0?prefix=x") == "redis://***@h:1/0?prefix=x"
+        assert redact("redis+cluster://:p@a:1,b:2") == "redis+cluster://***@a:1,b:2"
         assert redact("redis://h:1") == "redis://h:1"
 
     def test_store_from_url_knows_every_scheme(self, redis_server: Server) -> None:
