@@ -63,6 +63,7 @@ class AG2(Driver):
     def adapter(self, config: Any, **guard_kwargs: Any) -> Any:
         from loopwarden.integrations.ag2 import LoopGuardMiddleware
 
+        guard_kwargs.setdefault("on_stop", "raise")  # the scenarios check the stop itself
         return LoopGuardMiddleware(config, **guard_kwargs)
 
     async def arun(

@@ -18,16 +18,27 @@ pytest.importorskip("ag2")
 
 from ag2 import Agent, MemoryStream, tool
 from ag2.compact import CompactTrigger, TailWindowCompact
-from ag2.events import ToolCallEvent, ToolErrorEvent, ToolResultsEvent
+from ag2.events import (
+    HumanInputRequest,
+    ToolApprovalRequest,
+    ToolCallEvent,
+    ToolErrorEvent,
+    ToolResultsEvent,
+)
 from ag2.knowledge import MemoryKnowledgeStore
 from ag2.knowledge.config import KnowledgeConfig
 from ag2.testing import TestConfig, TrackingConfig
 
 import loopwarden as lw
-from loopwarden.integrations.ag2 import LoopGuardMiddleware, ToolBlocked
+from loopwarden.integrations._base import ASK_ANSWERS, text_question
+from loopwarden.integrations.ag2 import METADATA_KEY, LoopGuardMiddleware, ToolBlocked
+from loopwarden.stopping import StopReport, fallback_answer, final_answer_request, person_note
 from tests._snippets import snippet
 from tests.integrations._chat_server import ChatServer, tool_messages
-from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events
+from tests.integrations._onstop import FINAL, UNDERSTOOD, report_of, stuck_then_answers
+from tests.integrations._shared import BLOCKED, SMALL, WARNING, Counter, Events
+
+DEFAULTS = {"tools": {"loopDetection": {"enabled": True}}}
 
 
 def call(name: str, args: dict[str, Any], call_id: str) -> ToolCallEvent:
@@ -143,9 +154,9 @@ async def test_tool_exceptions_are_recorded_as_errors(tmp_path: Path) -> None:
 
 
 async def test_a_stopped_turn_leaves_a_conversation_the_provider_accepts() -> None:
-    """Through AG2's real OpenAI client: the stop raises out of ``ask`` before the model is
-    called again, the stopping call is answered in the history, and the next turn on the
-    same stream sends every call with its answer."""
+    """Through AG2's real OpenAI client, ``on_stop="raise"``: the stop raises out of ``ask``
+    before the model is called again, the stopping call is answered in the history, and the
+    next turn on the same stream sends every call with its answer."""
     sent: list[dict[str, Any]] = []
 
     def reply(body: dict[str, Any]) -> Any:
@@ -165,7 +176,7 @@ async def test_a_stopped_turn_leaves_a_conversation_the_provider_accepts() -> No
             "poller",
             config=config,
             tools=[poll_status],
-            middleware=[LoopGuardMiddleware(SMALL)],
+            middleware=[LoopGuardMiddleware(SMALL, on_stop="raise")],
         )
         stream = MemoryStream()
         with pytest.raises(lw.LoopAbort) as stopped:
@@ -223,7 +234,7 @@ async def test_compaction_arms_only_the_next_turn_of_that_conversation(lw_logs: 
         compact=TailWindowCompact(2),
         compact_trigger=CompactTrigger(max_events=4),
     )
-    guard = LoopGuardMiddleware(None)
+    guard = LoopGuardMiddleware(None, on_stop="raise")
     agent = Agent(
         "poller", config=scripted("x"), tools=[poll_status], middleware=[guard], knowledge=knowledge
     )
@@ -267,12 +278,17 @@ def test_agent_name_is_the_agent_id_and_the_stream_the_session() -> None:
     assert (seen.items[0].agent_id, seen.items[0].session_id) == ("Poller", str(stream.id))
 
 
-def test_docs_quickstart_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/integrations-ag2.md: the setup, run as shown against a scripted model API."""
+def test_docs_quickstart_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/integrations-ag2.md: the setup, run as shown against a scripted model API: the
+    31st identical call stops the turn, and the model's last answer (no tools) is the reply."""
     code = snippet("ag2-quickstart")
     assert len([line for line in code.splitlines() if line.strip()]) <= 20
 
     def reply(body: dict[str, Any]) -> Any:
+        if not body.get("tools"):
+            return FINAL
         return [("poll_status", {"job": "42"}, f"c{len(body['messages'])}")]
 
     with ChatServer(reply) as server:
@@ -284,9 +300,9 @@ def test_docs_quickstart_runs(monkeypatch: pytest.MonkeyPatch) -> None:
         answer = asyncio.run(namespace["ask"]("Is job 42 done?"))
         requests = len(server.requests)
 
-    code_name = answer.removeprefix("stopped by loopwarden: ")
-    assert answer.startswith("stopped by loopwarden: ") and code_name.isidentifier()
-    assert requests == 31  # the defaults: blocked from the 21st call, stopped at the 31st
+    assert capsys.readouterr().out == "stopped: global_circuit_breaker poll_status 30\n"
+    assert answer is not None and answer.startswith(FINAL + "\n\nloopwarden stopped this run")
+    assert requests == 32  # blocked from the 21st call, stopped at the 31st, one last answer
 
 
 async def test_middleware_given_to_ask_runs_inside_the_compaction(lw_logs: Any) -> None:
@@ -315,3 +331,274 @@ async def test_middleware_given_to_ask_runs_inside_the_compaction(lw_logs: Any) 
         assert len(await stream.history.get_events()) <= 3
 
     assert "post-compaction guard armed" not in lw_logs.text
+
+
+# -- When loopwarden stops the run (onStop), with AG2's real OpenAI client ----------------
+def poller(counter: Counter) -> Any:
+    @tool
+    def poll_status(job: str) -> str:
+        """Check whether a job has finished."""
+        counter.hit(job)
+        return "pending"
+
+    return poll_status
+
+
+class Person:
+    """An AG2 human-input hook (``hitl_hook``) answering from a script; keeps what it was
+    asked."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.asked: list[HumanInputRequest] = []
+
+    def hook(self) -> Any:
+        def hitl_hook(event: HumanInputRequest) -> str:
+            self.asked.append(event)
+            return self.answers.pop(0)
+
+        return hitl_hook
+
+
+async def run_turn(
+    server: ChatServer, counter: Counter, person: Person | None = None, **options: Any
+) -> Any:
+    """One ``ask`` through AG2's OpenAI client; ``person`` is the agent's human-input hook."""
+    agent = Agent(
+        "poller",
+        config=openai_config(server),
+        tools=[poller(counter)],
+        middleware=[LoopGuardMiddleware(options.pop("config", SMALL), **options)],
+        hitl_hook=person.hook() if person is not None else None,
+    )
+    return await agent.ask("Is job 42 done?")
+
+
+def last_answer_report(reply: Any) -> StopReport:
+    return report_of(reply.response.metadata[METADATA_KEY])
+
+
+async def test_answer_ends_the_turn_with_the_models_last_answer(counter: Counter) -> None:
+    """No human-input hook, so nobody to ask: the stop ends the turn with one more model
+    call over HTTP, without tools and told why; its text, with the summary as the last
+    paragraph, is ``ask``'s reply, whose metadata holds the report."""
+    with ChatServer(stuck_then_answers) as server:
+        reply = await run_turn(server, counter)
+    report = last_answer_report(reply)
+    assert (report.code, report.tool, report.count) == ("global_circuit_breaker", "poll_status", 7)
+    assert (report.calls, report.refused) == (8, 3)
+    assert (report.tokens, report.turns) == (8 * 15, 8)  # the server reports 15 per call
+    assert reply.body == f"{FINAL}\n\n{report.summary()}"
+    assert reply.response.metadata[METADATA_KEY]["summary"] == report.summary()
+    assert not reply.response.tool_calls and len(counter.runs) == 5
+    assert len(server.requests) == 9
+    assert all(body.get("tools") for body in server.requests[:8])
+    body = server.requests[-1]
+    assert "tools" not in body and "tool_choice" not in body
+    *_, stopped, instruction = body["messages"]
+    assert stopped == {"role": "tool", "tool_call_id": "c7", "content": report.message}
+    assert instruction == {"role": "user", "content": final_answer_request(report)}
+
+
+async def test_answer_falls_back_when_the_last_call_still_asks_for_tools(counter: Counter) -> None:
+    """A model that asks for a tool even without tools: the reply is the fallback text."""
+
+    def always_polls(body: dict[str, Any]) -> Any:
+        return [("poll_status", {"job": "42"}, f"c{len(body['messages'])}")]
+
+    with ChatServer(always_polls) as server:
+        reply = await run_turn(server, counter)
+    report = last_answer_report(reply)
+    assert reply.body == fallback_answer(report) and reply.body.startswith(report.summary())
+    assert not reply.response.tool_calls
+    assert "tools" not in server.requests[-1] and len(counter.runs) == 5
+
+
+async def test_answer_falls_back_when_the_last_call_fails(counter: Counter, lw_logs: Any) -> None:
+    """The last model call fails (HTTP 500, AG2's client gives up): no exception reaches the
+    caller, the reply is the fallback text, and the failure is logged."""
+
+    def fails_without_tools(body: dict[str, Any]) -> Any:
+        return stuck_then_answers(body) if body.get("tools") else (500, "model overloaded")
+
+    with ChatServer(fails_without_tools) as server:
+        reply = await run_turn(server, counter)
+    assert reply.body == fallback_answer(last_answer_report(reply))
+    assert "loopwarden's last model call failed" in lw_logs.text
+
+
+async def test_raise_propagates_the_stop(counter: Counter) -> None:
+    """``on_stop="raise"``: the stop leaves ``ask`` with its report; no last model call."""
+    with ChatServer(stuck_then_answers) as server, pytest.raises(lw.CircuitBreakerTripped) as stop:
+        await run_turn(server, counter, on_stop="raise")
+    assert stop.value.report is not None and stop.value.report.calls == 8
+    assert len(server.requests) == 8
+
+
+async def test_on_stop_from_the_config_and_a_wrong_value(counter: Counter) -> None:
+    """``loopwarden.onStop`` in the config applies when no argument is given (here ``raise``,
+    even with a person to ask); an unknown value is refused when the middleware is made."""
+    config = {**SMALL, "loopwarden": {"onStop": "raise"}}
+    with ChatServer(stuck_then_answers) as server, pytest.raises(lw.CircuitBreakerTripped):
+        await run_turn(server, counter, Person("stop"), config=config)
+    with pytest.raises(ValueError, match="on_stop must be"):
+        LoopGuardMiddleware(SMALL, on_stop="explode")  # type: ignore[arg-type]
+
+
+async def test_ask_puts_the_stop_to_the_person_through_ag2s_human_input(
+    counter: Counter,
+) -> None:
+    """With a human-input hook, the stop is AG2's ``ToolApprovalRequest`` for the stopped
+    call: the question, the three answers; "stop" ends the turn with the last answer."""
+    person = Person("stop")
+    with ChatServer(stuck_then_answers) as server:
+        reply = await run_turn(server, counter, person)
+    (asked,) = person.asked
+    report = last_answer_report(reply)
+    assert isinstance(asked, ToolApprovalRequest) and asked.tool_call_id == "c7"
+    assert asked.content == text_question(report)  # the report as it was when asked
+    assert ASK_ANSWERS in asked.content
+    assert reply.body == f"{FINAL}\n\n{report.summary()}"
+    assert "tools" not in server.requests[-1] and len(server.requests) == 9
+    assert len(counter.runs) == 5  # the stopped call did not run
+
+
+async def test_ask_allow_once_runs_the_call_and_the_next_repeat_asks_again(
+    counter: Counter,
+) -> None:
+    """ "Allow once": the refused call runs once and its result reaches the model; the rules
+    kept their counts, so the next repeat is put to the person again."""
+    person = Person("allow_once", "stop")
+    with ChatServer(stuck_then_answers) as server:
+        reply = await run_turn(server, counter, person)
+    assert [event.tool_call_id for event in person.asked] == ["c7", "c8"]  # type: ignore[attr-defined]
+    assert len(counter.runs) == 6
+    assert tool_messages(server.requests[8])["c7"].startswith("pending")
+    report = last_answer_report(reply)
+    assert (report.calls, report.refused) == (9, 4)
+    assert reply.body.startswith(FINAL)
+
+
+async def test_ask_continue_gives_the_model_the_note(counter: Counter) -> None:
+    """ "Continue" with a note: the model reads the note instead of the call's result, with
+    its tools, and the turn goes on to its own answer."""
+    note = "Check job 43 instead."
+    with ChatServer(stuck_then_answers) as server:
+        reply = await run_turn(server, counter, Person(f"continue: {note}"))
+    assert tool_messages(server.requests[8])["c7"] == person_note(note)
+    assert server.requests[8].get("tools")
+    assert reply.body == UNDERSTOOD and METADATA_KEY not in reply.response.metadata
+    assert len(counter.runs) == 5
+
+
+async def test_ask_again_after_an_answer_that_is_not_a_choice(counter: Counter) -> None:
+    """An answer that is none of the three is asked again, saying what was wrong; after
+    three such answers the turn stops with the last answer."""
+    person = Person("maybe", "stop")
+    with ChatServer(stuck_then_answers) as server:
+        reply = await run_turn(server, counter, person)
+    assert len(person.asked) == 2
+    assert person.asked[1].content.startswith("loopwarden did not understand the answer 'maybe'.\n")
+    assert reply.body.startswith(FINAL)
+    person = Person("maybe", "perhaps", "later")
+    with ChatServer(stuck_then_answers) as server:
+        reply = await run_turn(server, counter, person)
+    assert len(person.asked) == 3 and reply.body.startswith(FINAL)
+    assert "tools" not in server.requests[-1]
+
+
+async def test_ask_acts_as_answer_when_the_question_goes_unanswered(counter: Counter) -> None:
+    """A human-input hook that fails (AG2's ``HumanInputFailedError``): the question went
+    nowhere, so the turn ends with the last answer, and that is logged."""
+
+    def broken(event: HumanInputRequest) -> str:
+        raise ConnectionError("approval queue down")
+
+    with ChatServer(stuck_then_answers) as server:
+        agent = Agent(
+            "poller",
+            config=openai_config(server),
+            tools=[poller(counter)],
+            middleware=[LoopGuardMiddleware(SMALL)],
+            hitl_hook=broken,
+        )
+        reply = await agent.ask("Is job 42 done?")
+    assert reply.body.startswith(FINAL) and "tools" not in server.requests[-1]
+
+
+async def test_a_person_given_to_ask_is_asked_too(counter: Counter) -> None:
+    """A human-input hook passed to one ``ask`` (not the agent) is AG2's channel for that
+    turn: loopwarden's question goes there."""
+    person = Person("continue")
+    with ChatServer(stuck_then_answers) as server:
+        agent = Agent(
+            "poller",
+            config=openai_config(server),
+            tools=[poller(counter)],
+            middleware=[LoopGuardMiddleware(SMALL)],
+        )
+        reply = await agent.ask("Is job 42 done?", hitl_hook=person.hook())
+    assert len(person.asked) == 1 and reply.body == UNDERSTOOD
+    assert tool_messages(server.requests[8])["c7"] == person_note(None)
+
+
+async def test_a_stop_on_unknown_tool_calls_ends_with_the_last_answer() -> None:
+    """Calls of a tool the agent lacks, which AG2 answers itself, stop the turn with the
+    last answer (nobody is asked: there is no tool execution to approve)."""
+    person = Person("allow_once")
+
+    def searches(body: dict[str, Any]) -> Any:
+        if not body.get("tools"):
+            return FINAL
+        return [("web_search", {"q": "x"}, f"u{len(body['messages'])}")]
+
+    with ChatServer(searches) as server:
+        agent = Agent(
+            "poller",
+            config=openai_config(server),
+            tools=[poller(Counter())],
+            middleware=[LoopGuardMiddleware(SMALL)],
+            hitl_hook=person.hook(),
+        )
+        reply = await agent.ask("Search.")
+    report = last_answer_report(reply)
+    assert (report.code, report.tool) == ("unknown_tool_repeat", "web_search")
+    assert reply.body == f"{FINAL}\n\n{report.summary()}" and person.asked == []
+    assert "tools" not in server.requests[-1]
+
+
+async def test_the_documented_last_answer(counter: Counter) -> None:
+    """docs/integrations-ag2.md's last answer, word for word: the model's text and the
+    summary of a stop at the 31st call with the default thresholds."""
+    with ChatServer(stuck_then_answers) as server:
+        reply = await run_turn(server, counter, config=DEFAULTS)
+    assert reply.body == snippet("ag2-answer")
+
+
+async def test_docs_ask_example_runs(counter: Counter, capsys: pytest.CaptureFixture[str]) -> None:
+    """The documented human-input hook: the question is printed, the person's line is the
+    answer ("continue" with a note), and the model's own answer ends the turn."""
+    code = snippet("ag2-ask")
+    with ChatServer(stuck_then_answers) as server:
+        namespace: dict[str, Any] = {
+            "config": openai_config(server),
+            "poll_status": poller(counter),
+            "guard": LoopGuardMiddleware(SMALL),
+            "input": lambda prompt: "continue: Check job 43 instead.",
+        }
+        exec(compile(code, "ag2-ask", "exec"), namespace)
+        reply = await namespace["agent"].ask("Is job 42 done?")
+    printed = capsys.readouterr().out
+    assert printed.startswith("loopwarden stopped this run: the loopwarden global circuit")
+    assert reply.body == UNDERSTOOD
+    assert tool_messages(server.requests[8])["c7"] == person_note("Check job 43 instead.")
+
+
+def test_the_docs_quote_the_codes_question() -> None:
+    """docs/integrations-ag2.md quotes how to answer loopwarden's question as the code words
+    it."""
+    page = (Path(__file__).parents[2] / "docs" / "integrations-ag2.md").read_text()
+    quoted = " ".join(
+        line.removeprefix("> ").strip() for line in page.splitlines() if line.startswith("> ")
+    )
+    assert ASK_ANSWERS in quoted

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import ModuleType
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -30,9 +30,12 @@ from ..engine.runtime import Decision
 from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
 from ..hashing import ToolOutcome
-from ..stopping import StopReport
+from ..stopping import Choice, StopReport, ask_question, parse_choice
 
 __all__ = [
+    "ASK_ANSWERS",
+    "MAX_ASKS",
+    "MAX_NOTE_CHARS",
     "Answer",
     "RunRegistry",
     "ToolOutcome",
@@ -41,9 +44,12 @@ __all__ = [
     "guarded_call",
     "learn_tool",
     "parse_arguments",
+    "read_answer",
     "require",
     "resolve_guard",
     "stop_report",
+    "text_question",
+    "with_summary",
 ]
 
 K = TypeVar("K")
@@ -246,3 +252,58 @@ def append_note(text: str, note: str | None) -> str:
     if not note:
         return text
     return f"{text}\n\n{note}" if text else note
+
+
+# -- a person's typed answer (hosts whose approval flow is a line of text) -------------------
+MAX_NOTE_CHARS = 4000
+"""A person's note for the model is cut to this many characters."""
+MAX_ASKS = 3
+"""Answers that are none of the three choices are asked again this many times in all; then
+the run stops (as under ``stop``)."""
+ASK_ANSWERS = (
+    "Answer allow_once (let the call run once more), stop (stop the run), or "
+    "continue: <a note for the agent> (let it continue, with your note)."
+)
+"""How a person answers loopwarden's question in a text prompt."""
+
+
+def text_question(report: StopReport, error: str | None = None) -> str:
+    """The question for a host that asks a person with a line of text: the stop, the three
+    answers, and what was wrong with the previous answer, if one was not understood."""
+    head = f"{error}\n" if error else ""
+    return f"{head}{ask_question(report)}\n{ASK_ANSWERS}"
+
+
+def read_answer(value: object) -> tuple[Choice, str | None] | None:
+    """A person's answer as (choice, note); ``None`` when it is none of the three.
+
+    Takes ``"allow_once"``, ``"stop"``, ``"continue: <note>"`` (the note after a colon,
+    a newline or a space), the words :func:`~loopwarden.stopping.parse_choice` knows,
+    and ``{"choice": ..., "note": ...}`` mappings.
+    """
+    note: object = None
+    given = value
+    if isinstance(value, Mapping):
+        given, note = value.get("choice"), value.get("note")
+    if not isinstance(given, str):
+        return None
+    text = given.strip()
+    choice = parse_choice(text)
+    if choice is None:
+        for separator in (":", "\n", " "):
+            head, found, rest = text.partition(separator)
+            if found:
+                choice = parse_choice(head)
+                if choice is not None:
+                    note = rest if note is None else note
+                    break
+    if choice is None:
+        return None
+    clean = note.strip()[:MAX_NOTE_CHARS] if isinstance(note, str) else ""
+    return choice, (clean or None)
+
+
+def with_summary(text: str, report: StopReport) -> str:
+    """A last answer's text with the stop's summary as its last paragraph."""
+    body = text.rstrip()
+    return f"{body}\n\n{report.summary()}" if body else report.summary()
