@@ -72,6 +72,7 @@ class _Smolagents(Driver):
     def adapter(self, config: Any, **guard_kwargs: Any) -> Any:
         from loopwarden.integrations.smolagents import LoopGuardForSmolagents
 
+        guard_kwargs.setdefault("on_stop", "raise")  # the scenarios check the stop itself
         return LoopGuardForSmolagents(config, **guard_kwargs)
 
     def reply(self, calls: list[Any] | None) -> dict[str, Any]:
@@ -237,6 +238,7 @@ class LlamaIndex(Driver):
     def adapter(self, config: Any, **guard_kwargs: Any) -> Any:
         from loopwarden.integrations.llamaindex import LoopGuardForLlamaIndex
 
+        guard_kwargs.setdefault("on_stop", "raise")  # the scenarios check the stop itself
         return LoopGuardForLlamaIndex(config, **guard_kwargs)
 
     async def arun(

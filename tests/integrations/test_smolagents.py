@@ -9,6 +9,7 @@ model was sent from the requests it kept. What every framework shares is in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import itertools
 import json
@@ -22,14 +23,19 @@ import pytest
 pytest.importorskip("smolagents")
 pytest.importorskip("openai")
 
-from smolagents import CodeAgent, OpenAIServerModel, Tool, ToolCallingAgent
+from smolagents import CodeAgent, OpenAIServerModel, Tool, ToolCallingAgent, UserInputTool
+from smolagents.agents import RunResult
 from smolagents.local_python_executor import CodeOutput, PythonExecutor
+from smolagents.memory import FinalAnswerStep
 from smolagents.monitoring import LogLevel
 
 import loopwarden as lw
+from loopwarden.integrations._base import ASK_ANSWERS, text_question
 from loopwarden.integrations.smolagents import LoopGuardForSmolagents
+from loopwarden.stopping import StopReport, fallback_answer, final_answer_request, person_note
 from tests._snippets import snippet
 from tests.integrations._chatserver import ChatServer
+from tests.integrations._onstop import FINAL, UNDERSTOOD, report_of
 from tests.integrations._shared import BLOCKED, REPEATED, SMALL, WARNING, Counter, Events
 
 Reply = Callable[[int, dict[str, Any]], dict[str, Any]]
@@ -113,9 +119,8 @@ def coding(code: Callable[[int], str | None]) -> Reply:
 
 def tool_agent(model: Any, tools: list[Any], **kwargs: Any) -> Any:
     kwargs.setdefault("name", "poller")
-    return ToolCallingAgent(
-        tools=tools, model=model, max_steps=60, verbosity_level=LogLevel.OFF, **kwargs
-    )
+    kwargs.setdefault("max_steps", 60)
+    return ToolCallingAgent(tools=tools, model=model, verbosity_level=LogLevel.OFF, **kwargs)
 
 
 def code_agent(model: Any, tools: list[Any], **kwargs: Any) -> Any:
@@ -135,26 +140,34 @@ def sent(server: ChatServer) -> list[str]:
 
 # -- ToolCallingAgent ---------------------------------------------------------------------
 def test_docs_example_runs(counter: Counter) -> None:
-    """The documented example, with a model that never stops polling: loopwarden ends it."""
+    """The documented example, with a model that never stops polling: loopwarden ends it,
+    and the model's last answer (no tools) is the run's answer."""
     code = snippet("smolagents-quickstart")
     assert len([line for line in code.splitlines() if line.strip()]) <= 10
     printed = io.StringIO()
-    with model_for(calling(("poll_status", {"job": "42"}))) as (model, server):
+    polls = calling(("poll_status", {"job": "42"}))
+
+    def reply(turn: int, body: dict[str, Any]) -> dict[str, Any]:
+        return polls(turn, body) if body.get("tools") else {"content": FINAL}
+
+    with model_for(reply) as (model, server):
         namespace: dict[str, Any] = {"model": model, "tools": [PollStatus(counter)]}
         with contextlib.redirect_stdout(printed):
             exec(compile(code, "smolagents-quickstart", "exec"), namespace)
     # smolagents prints its own step log to stdout (the snippet keeps its verbosity).
     last = printed.getvalue().strip().splitlines()[-1]
     match = re.fullmatch(r"stopped: (\w+) poll_status (\d+)", last)
-    assert match is not None, last
-    # Blocked calls never ran, and the model was not asked again after the stop.
+    assert match is not None, printed.getvalue()[-3000:]
+    # Blocked calls never ran; after the stop the model was asked once more, without tools.
     assert len(counter.runs) < int(match.group(2)) < len(server.requests)
-    assert len(server.requests) == int(match.group(2)) + 1
+    assert len(server.requests) == int(match.group(2)) + 2
+    assert "tools" not in server.requests[-1]
+    assert str(namespace["answer"]).startswith(FINAL + "\n\nloopwarden stopped this run")
 
 
 def test_streamed_outputs_are_guarded_alike(counter: Counter, events: Events) -> None:
     """``stream_outputs=True`` (the client streams the model's answer) changes nothing."""
-    adapter = LoopGuardForSmolagents(SMALL, on_event=events)
+    adapter = LoopGuardForSmolagents(SMALL, on_event=events, on_stop="raise")
     with model_for(calling(("poll_status", {"job": "42"}))) as (model, server):
         agent = adapter.protect(tool_agent(model, [PollStatus(counter)], stream_outputs=True))
         with pytest.raises(lw.CircuitBreakerTripped) as stop:
@@ -184,7 +197,7 @@ def test_failing_tool_is_warned_then_blocked(counter: Counter, events: Events) -
     """The same failure over and over: the error is the outcome, the warning comes with the
     step's error, and the call is blocked (not run) from the 5th time."""
     tool = PollStatus(counter, result=ConnectionError("connection refused"))
-    adapter = LoopGuardForSmolagents(SMALL, on_event=events)
+    adapter = LoopGuardForSmolagents(SMALL, on_event=events, on_stop="raise")
     reply = calling(("poll_status", {"job": "42"}))
     with model_for(reply) as (model, server), pytest.raises(lw.CircuitBreakerTripped):
         adapter.protect(tool_agent(model, [tool])).run("go")
@@ -204,7 +217,9 @@ def test_the_same_unknown_call_is_caught_by_consecutive_repeat(counter: Counter)
     """The docs page: with the default thresholds, the same call of a missing tool is warned
     at the 5th (in the step's observation), blocked at the 6th and 7th, and stopped at the
     8th as unknown_tool_repeat."""
-    adapter = LoopGuardForSmolagents({"tools": {"loopDetection": {"enabled": True}}})
+    adapter = LoopGuardForSmolagents(
+        {"tools": {"loopDetection": {"enabled": True}}}, on_stop="raise"
+    )
     reply = calling(("no_such_tool", {"job": "42"}))
     with model_for(reply) as (model, server), pytest.raises(lw.CircuitBreakerTripped) as stopped:
         adapter.protect(tool_agent(model, [PollStatus(counter)])).run("go")
@@ -315,7 +330,7 @@ def test_trimming_that_keeps_every_step_is_not_a_compaction(counter: Counter, lw
             if getattr(old, "observations", None):
                 old.observations = old.observations[:3]
 
-    adapter = LoopGuardForSmolagents(None)
+    adapter = LoopGuardForSmolagents(None, on_stop="raise")
     with model_for(calling(("poll_status", {"job": "42"}), turns=6)) as (model, _):
         agent = adapter.protect(tool_agent(model, [PollStatus(counter)], step_callbacks=[shorten]))
         assert agent.run("go") == "done"
@@ -340,7 +355,9 @@ def test_code_calls_in_one_step_are_each_guarded_and_paired(
     (``call_<step>.<n>``); a blocked call stops the code there, so the call after it
     does not run, and the model reads why."""
     record = tmp_path / "run.jsonl"
-    adapter = LoopGuardForSmolagents(CODE_CONFIG, run_record=record, log_params=True)
+    adapter = LoopGuardForSmolagents(
+        CODE_CONFIG, run_record=record, log_params=True, on_stop="raise"
+    )
 
     def code(turn: int) -> str:
         return f"print(poll_status(job='42'))\nprint(read_log(offset={turn * 100}))"
@@ -386,7 +403,7 @@ def test_every_call_of_a_loop_inside_the_code_is_guarded(counter: Counter, event
     """One step whose code calls the tool ten times: the 4th call's warning goes into the
     step's observation, the 6th call is blocked and the code stops there; the next step's
     call is blocked again and the third step's stops the run."""
-    adapter = LoopGuardForSmolagents(SMALL, on_event=events)
+    adapter = LoopGuardForSmolagents(SMALL, on_event=events, on_stop="raise")
 
     def code(turn: int) -> str:
         return "for _ in range(10):\n    print(poll_status(job='42'))"
@@ -410,7 +427,7 @@ def test_every_call_of_a_loop_inside_the_code_is_guarded(counter: Counter, event
 
 def test_positional_and_keyword_calls_are_the_same_call(counter: Counter) -> None:
     """``poll_status('42')`` and ``poll_status(job='42')`` count as one repeated call."""
-    adapter = LoopGuardForSmolagents(SMALL)
+    adapter = LoopGuardForSmolagents(SMALL, on_stop="raise")
 
     def code(turn: int) -> str:
         return "print(poll_status('42'))" if turn % 2 else "print(poll_status(job='42'))"
@@ -424,7 +441,7 @@ def test_positional_and_keyword_calls_are_the_same_call(counter: Counter) -> Non
 
 def test_a_stop_the_code_catches_still_ends_the_run(counter: Counter) -> None:
     """Code that swallows every exception cannot keep the run going past a stop."""
-    adapter = LoopGuardForSmolagents(SMALL)
+    adapter = LoopGuardForSmolagents(SMALL, on_stop="raise")
 
     def code(turn: int) -> str:
         return "try:\n    print(poll_status(job='42'))\nexcept Exception as exc:\n    print(exc)"
@@ -452,3 +469,266 @@ def test_code_agent_tools_are_wrapped_when_run_sends_them() -> None:
         wrapped = agent.python_executor.static_tools["poll_status"]
     assert type(wrapped).__name__ == "_CodeTool" and wrapped.name == "poll_status"
     assert wrapped.description == "Check whether a job has finished."  # the tool's own
+
+
+# -- When loopwarden stops the run (onStop), with smolagents' OpenAI client ----------------
+def stuck(turn: int, body: dict[str, Any]) -> dict[str, Any]:
+    """Poll job 42 while offered tools, answer when not, and give a final answer once a
+    person's note answered the call."""
+    if not body.get("tools"):
+        return {"content": FINAL}
+    if "decided the run should go on" in str(body["messages"][-1].get("content")):
+        return {"tool_calls": [("final_answer", {"answer": UNDERSTOOD}, f"f{turn}")]}
+    return {"tool_calls": [("poll_status", {"job": "42"}, f"c{turn}")]}
+
+
+def stuck_coding(turn: int, body: dict[str, Any]) -> dict[str, Any]:
+    """The same for a CodeAgent: code that polls, text when offered no tools... which a
+    CodeAgent never is, so the last answer is told apart by its instruction."""
+    last = str(body["messages"][-1].get("content"))
+    if "No tools are available any more" in last:
+        return {"content": FINAL}
+    if "decided the run should go on" in last:
+        return {"content": f"<code>\nfinal_answer({UNDERSTOOD!r})\n</code>"}
+    return {"content": "Thought: check it.\n<code>\nprint(poll_status(job='42'))\n</code>"}
+
+
+def texts(request: dict[str, Any]) -> str:
+    """A request's last message as text."""
+    content = request["messages"][-1]["content"]
+    return content if isinstance(content, str) else "\n".join(p.get("text", "") for p in content)
+
+
+def smol_report(found: dict[str, Any]) -> StopReport:
+    """The StopReport behind ``last_stop``'s dict (its turn limit is ``max_steps``)."""
+    return dataclasses.replace(report_of(found), limit_name="max_steps")
+
+
+@pytest.fixture(name="person")
+def fixture_person(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """What the person types at smolagents' ``user_input`` prompt, one answer a line."""
+
+    def answers(*lines: str) -> None:
+        monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+
+    return answers
+
+
+def test_answer_ends_the_run_with_the_models_last_answer(counter: Counter) -> None:
+    """No ``user_input`` tool, so nobody to ask: the stop ends the run with one more model
+    call over HTTP, without tools and told why; its text, with the summary as the last
+    paragraph, is ``run``'s answer, and ``last_stop`` gives the report."""
+    adapter = LoopGuardForSmolagents(SMALL)
+    with model_for(stuck) as (model, server):
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter)]))
+        answer = agent.run("Is job 42 done?")
+    found = adapter.last_stop(agent)
+    assert found is not None
+    report = report_of({**found, "turn_limit": None})
+    assert (report.code, report.tool, report.count) == ("global_circuit_breaker", "poll_status", 7)
+    assert (report.calls, report.refused, report.tokens, report.turns) == (8, 3, 8 * 15, 8)
+    assert (found["turn_limit"], found["saved_turns"], found["saved_tokens"]) == (60, 52, 780)
+    assert found["summary"].endswith("before its max_steps of 60.")
+    assert str(answer) == f"{FINAL}\n\n{found['summary']}"
+    assert len(counter.runs) == 5 and len(server.requests) == 9
+    assert all(body.get("tools") for body in server.requests[:8])
+    last = server.requests[-1]
+    assert "tools" not in last and "tool_choice" not in last
+    # smolagents sends the stopped step's observation (the stop's message) and the
+    # instruction as one user message.
+    assert texts(last).endswith(f"{report.message}\n{final_answer_request(smol_report(found))}")
+    final = agent.memory.steps[-1]
+    assert final.is_final_answer and final.action_output == str(answer)
+
+
+def test_answer_for_a_code_agent(counter: Counter) -> None:
+    """A ``CodeAgent`` stopped in its code ends the same way: the model's last answer, asked
+    without tools, is ``run``'s answer."""
+    adapter = LoopGuardForSmolagents(SMALL)
+    with model_for(stuck_coding) as (model, server):
+        agent = adapter.protect(code_agent(model, [PollStatus(counter)]))
+        answer = agent.run("Is job 42 done?")
+    found = adapter.last_stop(agent)
+    assert found is not None and str(answer) == f"{FINAL}\n\n{found['summary']}"
+    assert "tools" not in server.requests[-1] and len(counter.runs) == 5
+
+
+def test_answer_falls_back_when_the_last_call_still_asks_for_tools(counter: Counter) -> None:
+    """A model that asks for a tool even without tools: the answer is the fallback text."""
+    adapter = LoopGuardForSmolagents(SMALL)
+    with model_for(calling(("poll_status", {"job": "42"}))) as (model, server):
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter)]))
+        answer = agent.run("Is job 42 done?")
+    found = adapter.last_stop(agent)
+    assert found is not None and str(answer) == fallback_answer(smol_report(found))
+    assert "tools" not in server.requests[-1]
+
+
+def test_answer_falls_back_when_the_last_call_fails(counter: Counter, lw_logs: Any) -> None:
+    """The last model call fails (HTTP 500): no exception reaches the caller, the answer is
+    the fallback text, and the failure is logged."""
+
+    def fails_without_tools(body: dict[str, Any]) -> dict[str, Any]:
+        if not body.get("tools"):
+            raise RuntimeError("model overloaded")  # the server answers 500
+        return stuck(0, body)
+
+    adapter = LoopGuardForSmolagents(SMALL)
+    with ChatServer(fails_without_tools) as server:
+        model = OpenAIServerModel(
+            "scripted", api_base=server.url, api_key="none", client_kwargs={"max_retries": 0}
+        )
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter)]))
+        answer = agent.run("Is job 42 done?")
+    found = adapter.last_stop(agent)
+    assert found is not None and str(answer) == fallback_answer(smol_report(found))
+    assert "loopwarden's last model call failed" in lw_logs.text
+
+
+def test_answer_when_streaming_and_with_the_full_result(counter: Counter) -> None:
+    """``stream=True`` ends with smolagents' ``FinalAnswerStep`` holding the last answer;
+    ``return_full_result=True`` returns a ``RunResult`` with it."""
+    adapter = LoopGuardForSmolagents(SMALL)
+    with model_for(stuck) as (model, _):
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter)]))
+        items = list(agent.run("Is job 42 done?", stream=True))
+        full = agent.run("Is job 42 done?", return_full_result=True)
+    assert isinstance(items[-1], FinalAnswerStep)
+    assert str(items[-1].output).startswith(FINAL + "\n\nloopwarden stopped this run")
+    assert isinstance(full, RunResult) and full.state == "success"
+    assert str(full.output).startswith(FINAL + "\n\nloopwarden stopped this run")
+    assert full.token_usage is not None and full.token_usage.total_tokens == 9 * 15
+
+
+def test_raise_and_on_stop_from_the_config(counter: Counter) -> None:
+    """``loopwarden.onStop: raise`` in the config applies when no argument is given: the
+    stop leaves ``run``; an unknown value is refused when the guard is made."""
+    adapter = LoopGuardForSmolagents({**SMALL, "loopwarden": {"onStop": "raise"}})
+    with model_for(stuck) as (model, server):
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter)]))
+        with pytest.raises(lw.CircuitBreakerTripped):
+            agent.run("Is job 42 done?")
+    assert len(server.requests) == 8 and adapter.last_stop(agent) is None
+    with pytest.raises(ValueError, match="on_stop must be"):
+        LoopGuardForSmolagents(SMALL, on_stop="explode")  # type: ignore[arg-type]
+
+
+def test_ask_puts_the_stop_to_the_person_through_user_input(
+    counter: Counter, person: Callable[..., None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An agent with smolagents' ``user_input`` tool: the stop is put to the person through
+    it (the question and the answers on its prompt); "stop" ends the run with the last
+    answer."""
+    person("stop")
+    adapter = LoopGuardForSmolagents(SMALL)
+    with model_for(stuck) as (model, server):
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter), UserInputTool()]))
+        answer = agent.run("Is job 42 done?")
+    found = adapter.last_stop(agent)
+    assert found is not None and str(answer) == f"{FINAL}\n\n{found['summary']}"
+    prompt = capsys.readouterr().out
+    assert f"{text_question(smol_report(found))} => Type your answer here:" in prompt
+    assert prompt.count(ASK_ANSWERS) == 1
+    assert len(counter.runs) == 5 and "tools" not in server.requests[-1]
+
+
+def test_ask_allow_once_runs_the_call_and_the_next_repeat_asks_again(
+    counter: Counter, person: Callable[..., None]
+) -> None:
+    """ "Allow once": the refused call runs once and its result reaches the model; the next
+    repeat is put to the person again."""
+    person("allow_once", "stop")
+    adapter = LoopGuardForSmolagents(SMALL)
+    with model_for(stuck) as (model, server):
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter), UserInputTool()]))
+        agent.run("Is job 42 done?")
+    assert len(counter.runs) == 6
+    assert texts(server.requests[8]).startswith("Observation:\npending")
+    found = adapter.last_stop(agent)
+    assert found is not None and (found["calls"], found["refused"]) == (9, 4)
+
+
+def test_ask_continue_gives_the_model_the_note(
+    counter: Counter, person: Callable[..., None]
+) -> None:
+    """ "Continue" with a note: the model reads the note as the call's observation, with
+    its tools, and the run goes on to its own final answer."""
+    note = "Check job 43 instead."
+    person(f"continue: {note}")
+    adapter = LoopGuardForSmolagents(SMALL)
+    with model_for(stuck) as (model, server):
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter), UserInputTool()]))
+        answer = agent.run("Is job 42 done?")
+    assert texts(server.requests[8]) == f"Observation:\n{person_note(note)}"
+    assert server.requests[8].get("tools")
+    assert str(answer) == UNDERSTOOD and adapter.last_stop(agent) is None
+    assert len(counter.runs) == 5
+
+
+def test_ask_continue_in_a_code_agent(counter: Counter, person: Callable[..., None]) -> None:
+    """In a ``CodeAgent`` the note stops the code like a block: the model reads it in the
+    step's error and goes on."""
+    note = "Check job 43 instead."
+    person(f"continue: {note}")
+    adapter = LoopGuardForSmolagents(SMALL)
+    with model_for(stuck_coding) as (model, server):
+        agent = adapter.protect(code_agent(model, [PollStatus(counter), UserInputTool()]))
+        answer = agent.run("Is job 42 done?")
+    assert f"ToolCallBlocked: {person_note(note)}" in texts(server.requests[8])
+    assert str(answer) == UNDERSTOOD and len(counter.runs) == 5
+
+
+def test_ask_again_and_a_person_who_cannot_answer(
+    counter: Counter,
+    person: Callable[..., None],
+    capsys: pytest.CaptureFixture[str],
+    lw_logs: Any,
+) -> None:
+    """An answer that is none of the three is asked again; a prompt that fails (no more
+    input) ends the run with the last answer."""
+    person("maybe")  # then the input ends
+    adapter = LoopGuardForSmolagents(SMALL)
+    with model_for(stuck) as (model, server):
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter), UserInputTool()]))
+        answer = agent.run("Is job 42 done?")
+    prompts = capsys.readouterr().out
+    assert "loopwarden did not understand the answer 'maybe'.\n" in prompts
+    assert prompts.count(ASK_ANSWERS) == 2
+    assert str(answer).startswith(FINAL) and "tools" not in server.requests[-1]
+    assert "nobody answered loopwarden's question" in lw_logs.text
+
+
+def test_the_documented_last_answer(counter: Counter) -> None:
+    """docs/integrations-smolagents.md's last answer, word for word: the model's text and
+    the summary of a stop at the 31st call with the default thresholds and max_steps 40."""
+    adapter = LoopGuardForSmolagents({"tools": {"loopDetection": {"enabled": True}}})
+    with model_for(stuck) as (model, _):
+        agent = adapter.protect(tool_agent(model, [PollStatus(counter)], max_steps=40))
+        answer = agent.run("Is job 42 done?")
+    assert str(answer) == snippet("smolagents-answer")
+
+
+def test_docs_ask_example_runs(counter: Counter, person: Callable[..., None]) -> None:
+    """The documented agent with ``UserInputTool``: the person's "continue" with a note
+    reaches the model, and the model's own final answer ends the run."""
+    person("continue: Check job 43 instead.")
+    with model_for(stuck) as (model, server):
+        namespace: dict[str, Any] = {
+            "guard": LoopGuardForSmolagents(SMALL),
+            "tools": [PollStatus(counter)],
+            "model": model,
+        }
+        with contextlib.redirect_stdout(io.StringIO()):  # smolagents' own step log
+            exec(compile(snippet("smolagents-ask"), "smolagents-ask", "exec"), namespace)
+    assert str(namespace["answer"]) == UNDERSTOOD
+    assert texts(server.requests[8]).endswith(person_note("Check job 43 instead."))
+
+
+def test_the_docs_quote_the_codes_question() -> None:
+    """docs/integrations-smolagents.md quotes how to answer loopwarden's question as the
+    code words it."""
+    page = (Path(__file__).parents[2] / "docs" / "integrations-smolagents.md").read_text()
+    quoted = " ".join(
+        line.removeprefix("> ").strip() for line in page.splitlines() if line.startswith("> ")
+    )
+    assert ASK_ANSWERS in quoted
