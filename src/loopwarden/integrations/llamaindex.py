@@ -7,7 +7,7 @@
 
     guard = LoopGuardForLlamaIndex("loopwarden.json5")
     agent = guard.protect(FunctionAgent(tools=[...], llm=llm, name="support_bot"))
-    await agent.run("...")  # raises CircuitBreakerTripped / CompactionLoopPersisted on a stop
+    await agent.run("...")  # a stopped run ends with the model's last answer
 
 What :meth:`LoopGuardForLlamaIndex.protect` installs on a ``FunctionAgent``,
 ``ReActAgent``, ``CodeActAgent`` (any ``BaseWorkflowAgent``) or an
@@ -19,10 +19,23 @@ What :meth:`LoopGuardForLlamaIndex.protect` installs on a ``FunctionAgent``,
   run and is answered with ``ToolOutput(is_error=True)`` carrying the block
   message, which the model reads as the tool message. A warning is appended to
   the tool output's text. Names the agent has no tool for (the step answers
-  "Tool X not found") are counted by the unknown-tool guard. A stop raised in
-  the step ends the workflow run: awaiting the handler raises
-  :class:`~loopwarden.errors.CircuitBreakerTripped` or
-  :class:`~loopwarden.errors.CompactionLoopPersisted`.
+  "Tool X not found") are counted by the unknown-tool guard.
+* When loopwarden stops the run (``on_stop``, else ``loopwarden.onStop``, else
+  ``answer``: LlamaIndex cannot tell whether the caller answers questions):
+
+  - ``answer``: the stopped call is answered with the stop's message, and the
+    agent's next ``take_step`` (wrapped on the instance, each agent of an
+    ``AgentWorkflow`` too) is its last: no tools, and the final-answer
+    instruction. Its text, with the stop's summary as the last paragraph, is
+    the run's ``AgentOutput``, which holds the report under ``"loopwarden"``
+    (``stopping.fallback_answer`` when that call fails or still asks for tools).
+  - ``ask``: the stopped call waits in the workflow's own human-in-the-loop
+    flow: an ``InputRequiredEvent`` with the question on the event stream, and
+    ``ctx.wait_for_event(HumanResponseEvent)`` for the answer, applied with
+    :meth:`~loopwarden.RunGuard.resume`.
+  - ``raise``: the step fails, and awaiting the handler raises
+    :class:`~loopwarden.errors.CircuitBreakerTripped` or
+    :class:`~loopwarden.errors.CompactionLoopPersisted`.
 * Its ``run`` is wrapped to forget a run's state once the run has finished.
 
 Run identity: a workflow run (``handler.run_id``) is a loopwarden run; each
@@ -45,27 +58,59 @@ from typing import Any
 
 from .._logging import logger
 from ..config import ConfigSource
+from ..engine.runtime import Decision
+from ..errors import LoopAbort
 from ..guard import LoopGuard, RunGuard
 from ..hashing import ToolOutcome
-from ._base import RunRegistry, aguarded_call, append_note, learn_tool, require, resolve_guard
+from ..stopping import (
+    OnStop,
+    StopReport,
+    ask_options,
+    ask_question,
+    choose_on_stop,
+    fallback_answer,
+    final_answer_request,
+)
+from ._base import (
+    MAX_ASKS,
+    Answer,
+    RunRegistry,
+    aguarded_call,
+    append_note,
+    learn_tool,
+    read_answer,
+    require,
+    resolve_guard,
+    stop_report,
+    text_question,
+    with_summary,
+)
 
 require("llama_index.core.agent.workflow", "llamaindex")
 
 from llama_index.core.agent.workflow import (  # noqa: E402 - after the extra check on purpose
+    AgentOutput,
     AgentWorkflow,
     BaseWorkflowAgent,
     ToolCall,
     ToolCallResult,
 )
-from llama_index.core.base.llms.types import TextBlock  # noqa: E402
+from llama_index.core.base.llms.types import ChatMessage, TextBlock  # noqa: E402
 from llama_index.core.tools import BaseTool, ToolOutput  # noqa: E402
 from llama_index_instrumentation.dispatcher import active_instrument_tags  # noqa: E402
 from workflows import Context  # noqa: E402
+from workflows.events import HumanResponseEvent, InputRequiredEvent  # noqa: E402
 
-__all__ = ["LoopGuardForLlamaIndex"]
+__all__ = ["METADATA_KEY", "LoopGuardForLlamaIndex"]
+
+METADATA_KEY = "loopwarden"
+"""The key of the stop's report in a last answer's ``AgentOutput`` (``output["loopwarden"]``)
+and of loopwarden's question in an ``InputRequiredEvent``."""
 
 Workflow = BaseWorkflowAgent | AgentWorkflow
 CallTool = Callable[[Any, Context, ToolCall], Awaitable[ToolCallResult]]
+TakeStep = Callable[..., Awaitable[AgentOutput]]
+Guarded = Callable[["Decision | None"], Awaitable[Answer[ToolCallResult]]]
 
 _MARK = "_loopwarden_binding"
 # The tag LlamaIndex puts on everything a workflow run does: the handler's run_id.
@@ -80,6 +125,11 @@ class LoopGuardForLlamaIndex:
             mapping (OpenClaw layout), or ``None`` for the defaults.
         agent_id: the agent id whose per-agent config applies to every agent; by
             default each agent's ``name`` is its agent id.
+        on_stop: what a stop does: ``"answer"`` (a last model call without tools
+            writes the run's final answer), ``"ask"`` (an ``InputRequiredEvent``
+            asks the person; your code answers it with a ``HumanResponseEvent``)
+            or ``"raise"``. ``None``: the config's ``loopwarden.onStop``, else
+            ``"answer"`` (LlamaIndex cannot tell whether anyone answers).
         **guard_kwargs: passed to :class:`~loopwarden.LoopGuard` (``store``,
             ``on_event``, ``fail_closed``, ``run_record`` ...) when no ready
             guard is given.
@@ -90,10 +140,14 @@ class LoopGuardForLlamaIndex:
         config_or_guard: LoopGuard | ConfigSource = None,
         *,
         agent_id: str | None = None,
+        on_stop: OnStop | None = None,
         **guard_kwargs: Any,
     ) -> None:
         self.guard = resolve_guard(config_or_guard, **guard_kwargs)
         self.agent_id = agent_id if agent_id is not None else self.guard.agent_id
+        # Checked now, so that a wrong value fails here and not at the first stop.
+        choose_on_stop(on_stop, self.guard.config.settings.on_stop, person=True)
+        self.on_stop = on_stop
         self._runs: RunRegistry[str, _Run] = RunRegistry(on_evict=_end_guards)
         self._watchers: set[asyncio.Task[None]] = set()
 
@@ -126,7 +180,37 @@ class LoopGuardForLlamaIndex:
         # Pydantic agents refuse unknown attributes: set them past the validation.
         object.__setattr__(workflow, "call_tool", types.MethodType(call_tool, workflow))
         object.__setattr__(workflow, "run", guarded_run)
+        agents = workflow.agents.values() if isinstance(workflow, AgentWorkflow) else [workflow]
+        for agent in agents:
+            self._wrap_take_step(agent)
         return workflow
+
+    def _wrap_take_step(self, agent: BaseWorkflowAgent) -> None:
+        """The agent's model step: its last one after a stop is made without tools."""
+        if getattr(vars(agent).get("take_step"), _MARK, None) is not None:
+            return  # protected already (alone, or in another workflow)
+        original: TakeStep = type(agent).take_step
+
+        @functools.wraps(original)
+        async def take_step(
+            wf: Any, ctx: Context, llm_input: list[ChatMessage], tools: Any, memory: Any
+        ) -> AgentOutput:
+            ending = self._ending(wf.name) if self._runs else None
+            if ending is None:
+                return await original(wf, ctx, llm_input, tools, memory)
+            return await self._last_answer(original, wf, ctx, llm_input, memory, ending)
+
+        setattr(take_step, _MARK, self)
+        object.__setattr__(agent, "take_step", types.MethodType(take_step, agent))
+
+    def _mode(self) -> OnStop:
+        """What a stop does. Nobody can be asked unless you say so: the code that streams a
+        run's events is what answers its questions, and LlamaIndex cannot tell whether it
+        does."""
+        chosen = self.on_stop if self.on_stop is not None else self.guard.config.settings.on_stop
+        return choose_on_stop(
+            self.on_stop, self.guard.config.settings.on_stop, person=chosen == "ask"
+        )
 
     # -- runs ---------------------------------------------------------------------------
     def _watch(self, handler: Any) -> None:
@@ -148,7 +232,8 @@ class LoopGuardForLlamaIndex:
         if entry is not None:
             _end_guards(entry)
 
-    def _guard_for(self, agent: str) -> RunGuard:
+    def _entry(self) -> _Run:
+        """The current workflow run's entry (by the run id LlamaIndex tags it with)."""
         tags = active_instrument_tags.get()
         run_id = tags.get(_RUN_TAG) if tags else None
         if not run_id:
@@ -157,6 +242,21 @@ class LoopGuardForLlamaIndex:
         entry = self._runs.get(key)
         if entry is None:
             entry = self._runs.get_or_create(key, lambda: _Run(key or uuid.uuid4().hex))
+        return entry
+
+    def _ending(self, agent: str) -> LoopAbort | None:
+        """The stop that makes this model step the agent's last (taken: once)."""
+        try:
+            tags = active_instrument_tags.get()
+            run_id = tags.get(_RUN_TAG) if tags else None
+            entry = self._runs.get(str(run_id) if run_id else "")
+            return None if entry is None else entry.ending.pop(agent, None)
+        except Exception:
+            logger.exception("loopwarden could not look up a LlamaIndex run's stop")
+            return None
+
+    def _guard_for(self, agent: str) -> tuple[_Run, RunGuard]:
+        entry = self._entry()
         rg = entry.guards.get(agent)
         if rg is None:
             rg = entry.guards[agent] = self.guard.run(
@@ -164,7 +264,7 @@ class LoopGuardForLlamaIndex:
                 agent_id=self.agent_id if self.agent_id is not None else agent,
                 tools=(),
             )
-        return rg
+        return entry, rg
 
     # -- the call_tool step --------------------------------------------------------------
     async def _call_tool(
@@ -174,7 +274,7 @@ class LoopGuardForLlamaIndex:
         try:
             multi = isinstance(wf, AgentWorkflow)
             agent = str(await ctx.store.get("current_agent_name")) if multi else wf.name
-            rg = self._guard_for(agent)
+            entry, rg = self._guard_for(agent)
             known = await _has_tool(wf, agent, name)
             if known != (name in (rg.tools or ())):
                 learn_tool(rg, name, known)
@@ -192,34 +292,185 @@ class LoopGuardForLlamaIndex:
             # The step said the name is unknown: no need to recognise its wording.
             return ToolOutcome(error=output.content, unknown_tool=None if known else name)
 
-        # A stop propagates: the step fails and the workflow run ends with it.
-        answer = await aguarded_call(
-            rg,
-            name,
-            ev.tool_kwargs,
-            ev.tool_id,
-            execute,
-            ev,
-            read=read,
-            failure=_not_an_outcome,  # the step handles tool errors; this is a pause or a bug
-        )
+        def guarded(decided: Decision | None = None) -> Awaitable[Answer[ToolCallResult]]:
+            return aguarded_call(
+                rg,
+                name,
+                ev.tool_kwargs,
+                ev.tool_id,
+                execute,
+                ev,
+                read=read,
+                failure=_not_an_outcome,  # the step handles tool errors; this is a pause or a bug
+                decided=decided,
+            )
+
+        try:
+            if entry.asking and agent in entry.asking:
+                # The step runs again with the person's answer (LlamaIndex replays a step
+                # that waited for an event): the guard is not asked again.
+                answer = await self._asked(ctx, ev, entry, rg, agent, guarded)
+            else:
+                answer = await guarded()
+        except LoopAbort as stop:
+            answer = await self._on_stop(ctx, ev, entry, rg, agent, stop, guarded)
+        if isinstance(answer, ToolCallResult):
+            return answer
+        return self._deliver(ctx, ev, answer)
+
+    def _deliver(
+        self, ctx: Context, ev: ToolCall, answer: Answer[ToolCallResult]
+    ) -> ToolCallResult:
         if answer.blocked:
-            return _blocked(ctx, ev, answer.decision.message or "")
+            return _answered(ctx, ev, answer.decision.message or "")
         result = answer.value
         assert result is not None  # not blocked: what the step returned
         if answer.note:
             _add_note(result.tool_output, answer.note)
         return result
 
+    # -- when loopwarden stops the run (onStop) ------------------------------------------
+    async def _on_stop(
+        self,
+        ctx: Context,
+        ev: ToolCall,
+        entry: _Run,
+        rg: RunGuard,
+        agent: str,
+        stop: LoopAbort,
+        guarded: Guarded,
+    ) -> Answer[ToolCallResult] | ToolCallResult:
+        """What a stop does to the call it refused; a stop it raises ends the run."""
+        try:
+            mode = self._mode()
+        except Exception:  # the stop is still a stop: raised, as before onStop
+            logger.exception("loopwarden could not handle a stop (onStop); raising it")
+            raise stop from None
+        if mode == "raise":
+            raise stop
+        if mode != "ask" or not stop.askable or stop.call_id is None:
+            entry.ending.setdefault(agent, stop)
+            return _refused(stop)
+        if agent in entry.asking:  # one question at a time: a parallel call is refused
+            return _refused(stop)
+        # Kept until the answer comes: without its traceback, which holds the step's frames.
+        entry.asking[agent] = _Question(stop.call_id, stop.with_traceback(None))
+        return await self._asked(ctx, ev, entry, rg, agent, guarded)
+
+    async def _asked(
+        self,
+        ctx: Context,
+        ev: ToolCall,
+        entry: _Run,
+        rg: RunGuard,
+        agent: str,
+        guarded: Guarded,
+    ) -> Answer[ToolCallResult] | ToolCallResult:
+        """The person's answer to the question of this run's agent, applied. The first time
+        (and after an answer that is none of the three) ``wait_for_event`` pauses the step;
+        LlamaIndex runs it again when a ``HumanResponseEvent`` comes."""
+        question = entry.asking[agent]
+        stop = question.stop
+        if question.call_id != ev.tool_id:  # another call of the turn, while one is asked
+            return _refused(stop)
+        reply = None
+        while reply is None and question.asked < MAX_ASKS:
+            report = stop_report(stop).with_usage(**await _usage(ctx))
+            fields: dict[str, Any] = {
+                "prefix": text_question(report, question.error),
+                METADATA_KEY: True,
+                "question": ask_question(report),
+                "options": ask_options(),
+                "tool": stop.tool_name,
+                "call_id": stop.call_id,
+                "report": report.to_dict(),
+                "error": question.error,
+            }
+            waiter = InputRequiredEvent(**fields)
+            response = await ctx.wait_for_event(
+                HumanResponseEvent,
+                waiter_event=waiter,
+                waiter_id=f"loopwarden-{stop.call_id}-{question.asked}",
+                timeout=None,
+            )
+            given = response.get("choice")
+            value = {"choice": given, "note": response.get("note")} if given else response.response
+            reply = read_answer(value)
+            if reply is None:
+                question.asked += 1
+                shown = given if given else response.response
+                question.error = f"loopwarden did not understand the answer {str(shown)[:80]!r}."
+        entry.asking.pop(agent, None)
+        choice, note = reply if reply is not None else ("stop", None)
+        try:
+            decision = (
+                rg.resume(stop, choice, note) if rg.inline else await rg.aresume(stop, choice, note)
+            )
+        except LoopAbort as final:  # "stop": the run ends with the last answer
+            entry.ending.setdefault(agent, final)
+            return _refused(final)
+        if decision.action != "allow":  # "continue": the note answers the call
+            return _answered(ctx, ev, decision.message or "", is_error=False)
+        try:
+            return await guarded(decision)
+        except LoopAbort as again:  # a stop after the call ran: nobody can lift it
+            if self._mode() == "raise":
+                raise
+            entry.ending.setdefault(agent, again)
+            return _refused(again)
+
+    async def _last_answer(
+        self,
+        original: TakeStep,
+        wf: Any,
+        ctx: Context,
+        llm_input: list[ChatMessage],
+        memory: Any,
+        stop: LoopAbort,
+    ) -> AgentOutput:
+        """The agent's last model step after a stop: no tools, and the instruction."""
+        report = stop_report(stop)
+        output: AgentOutput | None = None
+        try:
+            report = report.with_usage(**await _usage(ctx))
+            instruction = ChatMessage(role="user", content=final_answer_request(report))
+            output = await original(wf, ctx, [*llm_input, instruction], [], memory)
+        except Exception:
+            logger.exception("loopwarden's last model call failed; ending with the stop's summary")
+        try:
+            return await _final(wf, ctx, report, output)
+        except Exception:
+            logger.exception("loopwarden could not finish a LlamaIndex run's last answer")
+            text = fallback_answer(report)
+            fallback = AgentOutput(
+                response=ChatMessage(role="assistant", content=text), current_agent_name=wf.name
+            )
+            fallback[METADATA_KEY] = report.to_dict()
+            return fallback
+
 
 class _Run:
-    """One workflow run: a guard per agent."""
+    """One workflow run: a guard per agent, and what a stop left for each agent."""
 
-    __slots__ = ("guards", "run_id")
+    __slots__ = ("asking", "ending", "guards", "run_id")
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.guards: dict[str, RunGuard] = {}
+        self.ending: dict[str, LoopAbort] = {}  # agent -> the stop its next step answers
+        self.asking: dict[str, _Question] = {}  # agent -> the question it waits on
+
+
+class _Question:
+    """A stop put to a person: the call it refused, and the answers not understood."""
+
+    __slots__ = ("asked", "call_id", "error", "stop")
+
+    def __init__(self, call_id: str, stop: LoopAbort) -> None:
+        self.call_id = call_id
+        self.stop = stop
+        self.asked = 0
+        self.error: str | None = None
 
 
 def _end_guards(entry: _Run) -> None:
@@ -259,8 +510,9 @@ def _warn_unscoped() -> None:
     )
 
 
-def _blocked(ctx: Context, ev: ToolCall, message: str) -> ToolCallResult:
-    """The step's answer to a call loopwarden blocked, with the events the step would write."""
+def _answered(ctx: Context, ev: ToolCall, message: str, *, is_error: bool = True) -> ToolCallResult:
+    """The step's answer to a call loopwarden did not run (a block, a stop, a person's
+    note), with the events the step would write."""
     ctx.write_event_to_stream(
         ToolCall(tool_name=ev.tool_name, tool_kwargs=ev.tool_kwargs, tool_id=ev.tool_id)
     )
@@ -269,7 +521,7 @@ def _blocked(ctx: Context, ev: ToolCall, message: str) -> ToolCallResult:
         tool_name=ev.tool_name,
         raw_input=ev.tool_kwargs,
         raw_output=None,
-        is_error=True,
+        is_error=is_error,
     )
     result = ToolCallResult(
         tool_name=ev.tool_name,
@@ -290,3 +542,67 @@ def _add_note(output: ToolOutput, note: str) -> None:
     else:
         blocks.append(TextBlock(text=note))
     output.blocks = blocks
+
+
+def _refused(stop: LoopAbort) -> Answer[ToolCallResult]:
+    """A call the stop refused, answered with the stop's message (as a block is)."""
+    return Answer(None, None, Decision("block", stop.message), True)
+
+
+async def _usage(ctx: Context) -> dict[str, Any]:
+    """The run's model steps so far and its ``max_iterations`` (what it reports)."""
+    turns = await ctx.store.get("num_iterations", default=None)
+    limit = await ctx.store.get("max_iterations", default=None)
+    return {
+        "turns": turns if isinstance(turns, int) and turns > 0 else None,
+        "turn_limit": limit if isinstance(limit, int) else None,
+        "limit_name": "max_iterations",
+    }
+
+
+async def _final(
+    wf: Any, ctx: Context, report: StopReport, output: AgentOutput | None
+) -> AgentOutput:
+    """The run's last answer: the model's text with the stop's summary as its last
+    paragraph, or the fallback text when the call failed or still asked for tools (the
+    agent's scratchpad then keeps the fallback, so its memory has no unanswered calls)."""
+    found = report.to_dict()
+    text = output.response.content if output is not None else None
+    if output is None or output.tool_calls or output.retry_messages or not (text or "").strip():
+        message = ChatMessage(role="assistant", content=fallback_answer(report))
+        key = getattr(wf, "scratchpad_key", None)
+        if isinstance(key, str) and output is not None:
+            scratchpad = await ctx.store.get(key, default=[])
+            if scratchpad and scratchpad[-1] is output.response:
+                scratchpad[-1] = message
+                await ctx.store.set(key, scratchpad)
+        final = AgentOutput(
+            response=message,
+            current_agent_name=wf.name,
+            raw=output.raw if output is not None else None,
+        )
+        final[METADATA_KEY] = found
+        return final
+    # A copy: the agent's memory keeps the model's own message.
+    response = output.response.model_copy(deep=True)
+    _set_text(response, with_summary(text or "", report))
+    final = AgentOutput(
+        response=response,
+        structured_response=output.structured_response,
+        current_agent_name=output.current_agent_name,
+        raw=output.raw,
+    )
+    final[METADATA_KEY] = found
+    return final
+
+
+def _set_text(message: ChatMessage, text: str) -> None:
+    """Put ``text`` in the message's text block (the last one), keeping other blocks."""
+    blocks = list(message.blocks)
+    for index in range(len(blocks) - 1, -1, -1):
+        if isinstance(blocks[index], TextBlock):
+            blocks[index] = TextBlock(text=text)
+            others = [b for i, b in enumerate(blocks) if i == index or not isinstance(b, TextBlock)]
+            message.blocks = others
+            return
+    message.blocks = [*blocks, TextBlock(text=text)]
