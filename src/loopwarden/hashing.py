@@ -507,7 +507,7 @@ _WAIT_WORD = re.compile(r"(?<![\w.-])(?:--?)?(?:sleep|watch|wait)(?![\w-])")
 
 def is_wait_command(params: Any) -> bool:
     """True when a call's command text sleeps, watches or waits (it is waiting on purpose)."""
-    if not isinstance(params, Mapping):
+    if type(params) is not dict and not isinstance(params, Mapping):  # dict: no ABC check
         return False
     for key in _WAIT_KEYS:
         value = params.get(key)
