@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loopwarden._canonical import canonical_bytes, digest
+from loopwarden._canonical import _Normaliser, canonical_bytes, digest
 from loopwarden.hashing import (
     ToolOutcome,
     args_hash,
@@ -160,6 +160,24 @@ class TestCanonical:
         assert digest({1: "a"}) == digest({"1": "a"})
         assert digest({1: "a", "1": "b"}) == digest({"1": "b", 1: "a"})
         assert digest({(1, 2): "x"}) == digest({"[1,2]": "x"})
+
+    def test_keys_that_are_not_exactly_str_take_the_normalising_path(self) -> None:
+        """The fast path leaves key types to orjson: a key of a str subclass, an enum or
+        another type still hashes as the normalising path writes it."""
+
+        class Key(str):
+            pass
+
+        class Colour(str, enum.Enum):
+            RED = "red"
+
+        for value in ({Key("k"): 1}, {Colour.RED: 1}, {"a": {2: "b"}}, [{None: 1}]):
+            normalised = orjson.dumps(_Normaliser().value(value, 0), option=orjson.OPT_SORT_KEYS)
+            assert canonical_bytes(value) == normalised
+            assert digest(value) == hashlib.sha256(normalised).hexdigest()
+        # An enum key is written as its JSON value, unlike the plain string key.
+        assert digest({Colour.RED: 1}) != digest({"red": 1})
+        assert digest({Key("k"): 1}) == digest({"k": 1})
 
     def test_big_integers_and_deep_nesting(self) -> None:
         """Integers beyond 64 bits and very deep values still hash, exactly."""
