@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, Protocol
 
 from ._canonical import digest, to_plain
 from .profiles import DEFAULT_REGISTRY, OutcomeProfile, ProfileRegistry
+from .profiles.coding_agents import UNKNOWN_TOOL_HINTS as _UNKNOWN_HINTS
 from .profiles.coding_agents import UNKNOWN_TOOL_PATTERNS as _UNKNOWN_PATTERNS
 from .profiles.openclaw import (
     DELIVERY_MARKERS as _DELIVERY_MARKERS,
@@ -71,6 +72,9 @@ class Outcome(NamedTuple):
 
 
 _NO_OUTCOME = Outcome(None)
+# One is made for every outcome: from a tuple, without the Python frame of a NamedTuple's
+# __new__ (``_new_outcome((hash, unknown_tool_name, is_error))``).
+_new_outcome: Callable[[tuple[Any, ...]], Outcome] = functools.partial(tuple.__new__, Outcome)
 
 
 class ToolOutcome(NamedTuple):
@@ -107,11 +111,18 @@ def extract_unknown_tool_name(message: str) -> str | None:
     folded = text.casefold()
     if "tool" not in folded and "unsupported call" not in folded:
         return None
-    for pattern in _UNKNOWN_PATTERNS:
+    # In ASCII text a pattern matches (ignoring case) only where its words are, lower-cased.
+    ascii_text = text.isascii()
+    for pattern, hints in _UNKNOWN_SEARCH:
+        if ascii_text and not all(any(word in folded for word in group) for group in hints):
+            continue
         match = pattern.search(text)
         if match:
             return match.group(1).strip().lower()
     return None
+
+
+_UNKNOWN_SEARCH = tuple(zip(_UNKNOWN_PATTERNS, _UNKNOWN_HINTS, strict=True))
 
 
 def is_known_poll(tool: str, params: Any, profiles: ProfileRegistry = DEFAULT_REGISTRY) -> bool:
@@ -141,7 +152,7 @@ def _error_message(error: Any) -> str:
 
 
 def _error_outcome(message: str) -> Outcome:
-    return Outcome("error:" + digest(message), extract_unknown_tool_name(message), True)
+    return _new_outcome(("error:" + digest(message), extract_unknown_tool_name(message), True))
 
 
 def _content_parts(content: Any) -> tuple[str, list[Any]]:
@@ -308,8 +319,10 @@ def _hash_outcome(
     scrub = profile is not None and profile.scrubs
     t = type(result)
     if t is not dict:
-        if t not in _SIMPLE_RESULTS:
-            result = to_plain(result)  # framework result objects by their data
+        if t in _SIMPLE_RESULTS:  # text, numbers, lists: never a mapping (no ABC check)
+            plain = _scrub(result, profile) if scrub else result  # type: ignore[arg-type]
+            return _new_outcome((digest(plain), None, False))
+        result = to_plain(result)  # framework result objects by their data
         if not isinstance(result, Mapping):
             return Outcome(digest(_scrub(result, profile) if scrub else result))  # type: ignore[arg-type]
 
@@ -321,7 +334,8 @@ def _hash_outcome(
         if raw_details is _ABSENT:
             raw_details = get("structured_content", _ABSENT)
     if content is _ABSENT and raw_details is _ABSENT:
-        return Outcome(digest(_scrub(result, profile) if scrub else result))  # type: ignore[arg-type]
+        plain = _scrub(result, profile) if scrub else result  # type: ignore[arg-type]
+        return _new_outcome((digest(plain), None, False))
     is_error = get("isError") is True or get("is_error") is True
     return _shaped(tool, params, content, raw_details, is_error, profile, profiles)
 
@@ -382,7 +396,8 @@ def _shaped(
     generic: dict[str, Any] = {"details": details, "text": text}
     if others:
         generic["blocks"] = others
-    return Outcome(digest(_scrub(generic, profile) if scrub else generic))  # type: ignore[arg-type]
+    plain = _scrub(generic, profile) if scrub else generic  # type: ignore[arg-type]
+    return _new_outcome((digest(plain), None, False))
 
 
 _EXIT_KEYS = ("exitCode", "exit_code", "returncode")
