@@ -402,6 +402,7 @@ def _shaped(
 
 _EXIT_KEYS = ("exitCode", "exit_code", "returncode")
 _WAIT_KEYS = ("command", "cmd", "script", "code", "commands")
+_WAIT_KEY_SET = frozenset(_WAIT_KEYS)
 
 
 class Source(Protocol):
@@ -522,7 +523,10 @@ _WAIT_WORD = re.compile(r"(?<![\w.-])(?:--?)?(?:sleep|watch|wait)(?![\w-])")
 
 def is_wait_command(params: Any) -> bool:
     """True when a call's command text sleeps, watches or waits (it is waiting on purpose)."""
-    if type(params) is not dict and not isinstance(params, Mapping):  # dict: no ABC check
+    if type(params) is dict:
+        if _WAIT_KEY_SET.isdisjoint(params):
+            return False  # no command to read (a C-level test of the keys)
+    elif not isinstance(params, Mapping):
         return False
     for key in _WAIT_KEYS:
         value = params.get(key)
