@@ -488,7 +488,7 @@ def canonical_bytes(value: Any) -> bytes:
 
 def digest(value: Any) -> str:
     """SHA-256 hex digest of the canonical form of ``value``. Never raises."""
-    if _plain_values(value):
+    if type(value) is str or _plain_values(value):  # text: no scan to call
         try:
             return _sha256(_dumps(value, option=_SORT)).hexdigest()
         except Exception:

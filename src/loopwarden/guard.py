@@ -311,7 +311,11 @@ class RunGuard:
         call.unregistered = None if tools is None else tool not in tools
         try:
             now = self._clock()
-            step = self._transact(before, call, now)
+            state = self._state
+            if state is not None and state.lock is None and not state.detached:
+                step = before(state, call, now)  # _transact on a one-thread store (replay's)
+            else:
+                step = self._transact(before, call, now)
         except Exception as exc:
             return self._failed("before_call", exc)
         if step is QUIET and self._record is None:  # most calls: nothing to do after commit
@@ -416,7 +420,11 @@ class RunGuard:
         )
         try:
             now = self._clock()
-            step = self._transact(after, done, now)
+            state = self._state
+            if state is not None and state.lock is None and not state.detached:
+                step = after(state, done, now)  # _transact on a one-thread store (replay's)
+            else:
+                step = self._transact(after, done, now)
         except Exception as exc:
             self._failed("after_call", exc)
             return None

@@ -143,7 +143,7 @@ class _Conversation:
         kind = item.get("type")
         role = item.get("role")
         if kind is None:  # a chat message (no item type): by its role alone
-            self._message(item, role, loc)
+            self.message(item, role, loc)
         elif kind == "function_call":
             self.call(
                 item.get("call_id") or item.get("id"),
@@ -180,9 +180,9 @@ class _Conversation:
         elif kind == "compaction":
             self.sink.compaction(self.key, loc)
         else:
-            self._message(item, role, loc)
+            self.message(item, role, loc)
 
-    def _message(self, item: dict[str, Any], role: Any, loc: Loc) -> None:
+    def message(self, item: dict[str, Any], role: Any, loc: Loc) -> None:
         """A message, by its role: an assistant's calls, or the results of a tool, a legacy
         function or a user turn (Anthropic's ``tool_result`` blocks)."""
         if role == "assistant":
@@ -298,11 +298,14 @@ def _conversation(
     )
     conversation = _Conversation(sink, key)
     conversation.turn(usage_tokens(record.get("usage")))  # a Responses object's usage
-    item = conversation.item
+    item, message = conversation.item, conversation.message
     if isinstance(loc, int):  # a JSONL line: every item is at that line (no per-item path)
         for _, value in lists:
             for entry in value:
-                item(entry, loc)
+                if type(entry) is dict and entry.get("type") is None:
+                    message(entry, entry.get("role"), loc)  # item()'s first branch, inline
+                else:
+                    item(entry, loc)
     else:
         for field, value in lists:
             for i, entry in enumerate(value):
