@@ -369,7 +369,9 @@ def after(st: RunState, done: Done, now: float) -> Step:
     is_error = outcome.is_error or unknown is not None
     error = None
     if sourced and plan.errors:
-        is_error = failed(result, is_error)
+        # failed(result, is_error), its common answers inline: only a dict has exit codes
+        if not is_error and type(result) is dict:
+            is_error = failed(result, False)
         if is_error:
             error = error_excerpt(error_text(done))
     # A command is read for a wait only where it can matter: a call that repeats a recent
