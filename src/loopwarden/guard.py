@@ -634,7 +634,7 @@ class RunGuard:
         """
         parsed = _choice(choice)
         try:
-            stands = self._transact(resume, parsed, stop._key)
+            stands = self._transact(resume, parsed, stop._key, _stop_of(stop))
         except Exception as exc:
             self._failed("resume", exc)
             raise stop from None
@@ -646,7 +646,7 @@ class RunGuard:
         """Async form of :meth:`resume`."""
         parsed = _choice(choice)
         try:
-            stands = await self._atransact(resume, parsed, stop._key)
+            stands = await self._atransact(resume, parsed, stop._key, _stop_of(stop))
         except Exception as exc:
             self._failed("resume", exc)
             raise stop from None
@@ -728,6 +728,11 @@ class RunGuard:
         if self.guard.fail_closed and where == "before_call":
             return Decision("block", fail_closed(type(exc).__name__))
         return ALLOW
+
+
+def _stop_of(stop: LoopAbort) -> Stop:
+    """The run state's record of a stop, from the exception that reported it."""
+    return Stop(stop.tool_name, stop.count, stop.code, stop.message)
 
 
 def _choice(choice: Choice | str) -> Choice:
