@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENTS",
+    "CONTROL",
     "ENV_KEYS",
     "HELLO",
     "HELLO_TIMEOUT",
@@ -46,6 +47,9 @@ AGENTS = ("claude-code", "codex", "gemini", "opencode", "cline", "copilot", "qwe
 
 PROTOCOL = "LWH3"
 """Wire version of a forwarded event; part of the socket name, so versions never meet."""
+
+CONTROL = "LWC1"
+"""The first field of a request to the helper that is not an event (stop, ping, listen)."""
 
 HELLO = b"+"
 """What a helper sends first on every connection, before it reads anything: the hook
@@ -189,6 +193,12 @@ def main(argv: "list[str]") -> int:
             answer = forward(argv, payload)
         except Exception:  # a bug here must not cost the event: handle it in process
             answer = None
+        if answer is not None and "--http-port" in argv:
+            # Claude Code's session-start and prompt hooks: make sure its HTTP hooks
+            # are answered (not on a tool call's path: this may import more).
+            from .httpstart import main_after_forward
+
+            answer = main_after_forward(argv, answer)
         if answer is not None:
             if answer[2]:
                 sys.stderr.buffer.write(answer[2])

@@ -56,6 +56,9 @@ class HookOptions(NamedTuple):
     metrics: str | None = None
     event: str | None = None
     """The event's name, for agents that do not send it (``--event``)."""
+    http_port: int | None = None
+    """Claude Code's HTTP hooks are served on this port (``--http-port``): the hook
+    makes sure the helper answers there."""
 
 
 HOOK_HELP = """Coding-agent hook: reads one hook event as JSON on stdin and prints the
@@ -120,6 +123,12 @@ HOOK_OPTIONS = (
         "The hook event this command is installed for (for agents whose events do not "
         "carry their name, such as GitHub Copilot CLI).",
     ),
+    HookOption(
+        "--http-port",
+        "PORT",
+        "Make sure the helper answers this agent's HTTP hooks on 127.0.0.1:PORT (written by "
+        "'loopwarden install claude-code' for the session-start and prompt hooks).",
+    ),
 )
 """The options, shared by the parser below and the help ``loopwarden hook --help`` prints."""
 
@@ -167,6 +176,16 @@ def _parse_args(argv: list[str]) -> HookOptions:
         raise UsageError(
             f"{_USAGE}loopwarden hook: error: name the agent ({', '.join(sorted(ADAPTERS))})"
         )
+    port: int | None = None
+    if ns.http_port is not None:
+        try:
+            port = int(ns.http_port)
+        except ValueError:
+            port = 0
+        if not 0 < port < 65536:
+            raise UsageError(
+                f"{_USAGE}loopwarden hook: error: --http-port: not a port number: {ns.http_port!r}"
+            )
     return HookOptions(
         ns.agent or "",
         ns.config,
@@ -176,6 +195,7 @@ def _parse_args(argv: list[str]) -> HookOptions:
         ns.stop_daemon,
         ns.metrics,
         ns.event,
+        port,
     )
 
 
