@@ -56,7 +56,11 @@ def backups(path: Path) -> list[Path]:
 def ours(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Event -> loopwarden groups in a settings object."""
     return {
-        event: [g for g in groups if any("loopwarden" in h["command"] for h in g["hooks"])]
+        event: [
+            g
+            for g in groups
+            if any("loopwarden" in h.get("command", h.get("url", "")) for h in g["hooks"])
+        ]
         for event, groups in data.get("hooks", {}).items()
     }
 
@@ -64,8 +68,9 @@ def ours(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 # Copilot's hooks have a shape of their own (tests/hooks/test_copilot_qwen.py).
 @pytest.mark.parametrize("agent", sorted(set(ADAPTERS) - set(FILE_AGENTS) - {"copilot"}))
 def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) -> None:
-    """A fresh install registers every event of the agent with the absolute hook command."""
-    done = install(hook_env, agent)
+    """A fresh install registers every event of the agent with the absolute hook command
+    (Claude Code: its command hooks; its HTTP hooks in tests/hooks/test_http.py)."""
+    done = install(hook_env, agent, *(["--command"] if agent == "claude-code" else []))
     assert done.returncode == 0, done.stderr
     path = user_file(hook_env, agent)
     data = json.loads(path.read_text())

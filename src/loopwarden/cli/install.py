@@ -171,7 +171,7 @@ def install_command(
         if uninstall:
             backup, restored = _uninstall(env, path, text, edit)
         else:
-            backup = _install(env, path, text, edit, agent)
+            backup = _install(env, path, text, edit, agent, private=keys is not None)
     except (SettingsError, KeysError) as exc:
         raise CommandFailure(str(exc)) from None
     changed = edit.changed
@@ -190,6 +190,11 @@ def install_command(
                 f"  HTTP hooks: http://127.0.0.1:{keys.port} (key in {record_path(env)}, "
                 "readable by you only; the settings file holds it too)"
             )
+            if os.name == "posix" and path.stat().st_mode & 0o044:
+                click.echo(
+                    f"  note: other users can read {path}, which holds the key: "
+                    f"'chmod 600 {path}' keeps it yours"
+                )
         note = _NOTES.get(agent)
         if note:
             click.echo(f"  note: {note}")
@@ -268,14 +273,20 @@ def _created(env: Mapping[str, str], path: Path) -> list[str] | None:
 
 
 def _install(
-    env: Mapping[str, str], path: Path, text: str | None, edit: Edit, agent: str
+    env: Mapping[str, str],
+    path: Path,
+    text: str | None,
+    edit: Edit,
+    agent: str,
+    *,
+    private: bool = False,
 ) -> Path | None:
     before = None if text is None else path.read_bytes()
     had_ours = bool(text and text.strip() and installed_hooks(json.loads(text), agent, path))
     created = list(edit.created)
     if not path.parent.exists():
         created.append(_FOLDER)  # removed again by an uninstall that deletes the file
-    backup = write_settings(path, edit.text)
+    backup = write_settings(path, edit.text, private=private)
     installrecord.remember(
         env,
         path,

@@ -45,7 +45,7 @@ from ..errors import LoopwardenError
 from ._protocol import CONTROL, HELLO, HELLO_TIMEOUT, PROTOCOL, runtime_dir, socket_path
 from .context import HookContext
 from .hooklog import write_log
-from .httpkeys import KeysError, helper_name, load_keys
+from .httpkeys import helper_name
 from .httpserve import HttpFront, Listener, ListenSpec
 from .peeruid import CheckKind, PeerCheck
 from .runner import handle
@@ -69,6 +69,7 @@ _STALE_CHECK_SECONDS = 2.0
 _LOCK_FD = 3  # where a spawned helper finds the lock its starter took
 _LISTEN_FD = 4  # ... and the listening socket for HTTP hooks, if it was given one
 _CHECK_FD = 5  # ... and that socket's peer check
+_KEY_FD = 6  # ... and a pipe holding the key its requests must carry
 _MAX_FDS = 4  # descriptors accepted with one control request
 # How long a stopping helper waits for events in progress before it exits anyway.
 _STOP_GRACE_SECONDS = 5.0
@@ -230,18 +231,28 @@ class _Server:
             return 400, reply.err.encode("utf-8", "replace")
         return 200, reply.out
 
+    @staticmethod
+    def report(level: int, message: str) -> None:
+        """A line for the hook log (of the helper's own environment: a refused request
+        has not said whose it is)."""
+        write_log(os.environ, [(level, message, False)], "hook-helper")
+
     def http_front(self) -> HttpFront:
         with self.lock:
             if self.http is None:
                 self.http = HttpFront(
-                    self.http_answer, helper_name(self.path), self.activity, os.environ
+                    self.http_answer,
+                    helper_name(self.path),
+                    self.activity,
+                    os.environ,
+                    self.report,
                 )
             return self.http
 
-    def listen(self, spec: ListenSpec, token: str) -> None:
+    def listen(self, spec: ListenSpec) -> None:
         """Serve Claude Code's HTTP hooks on ``spec`` too."""
         listener = Listener(
-            spec.sock, spec.port, spec.netns, spec.uid, spec.check, token.encode("utf-8")
+            spec.sock, spec.port, spec.netns, spec.uid, spec.check, spec.token.encode("utf-8")
         )
         self.http_front().add(listener)
 
@@ -260,7 +271,7 @@ class _Server:
         check_kind: CheckKind = kind  # type: ignore[assignment]
         sock = socket.socket(fileno=fds.pop(0))
         check = PeerCheck(check_kind, fds.pop(0) if check_kind != "none" and fds else None)
-        self.listen(ListenSpec(sock, check, port, uid, netns), token)
+        self.listen(ListenSpec(sock, check, port, uid, netns, token))
 
     def serve_conn(self, conn: socket.socket) -> None:
         with self.lock:
@@ -280,7 +291,9 @@ class _Server:
                     try:
                         self.control(command, fds)
                     except (ValueError, OSError) as exc:
-                        logger.error("loopwarden hook helper: control request refused: %s", exc)
+                        self.report(
+                            logging.ERROR, f"loopwarden hook helper: control request refused: {exc}"
+                        )
                         conn.sendall(f"1\0{exc}".encode())
                         return
                 conn.sendall(f"0\0{os.getpid()}".encode())
@@ -342,8 +355,7 @@ def serve(
     """Run the helper on ``path`` until idle, stopped or outdated. Returns an exit code.
 
     ``lock_fd``: the helper lock, already taken by the hook that started this helper.
-    ``listen``: a listening socket for Claude Code's HTTP hooks, made by that hook (its
-    key is read from the user's key file).
+    ``listen``: a listening socket for Claude Code's HTTP hooks, made by that hook.
     """
     import fcntl
 
@@ -368,16 +380,7 @@ def serve(
     os.chdir("/")  # keep no directory busy; requests carry their own working directory
     server = _Server(path, idle)
     if listen is not None:
-        try:
-            keys = load_keys(os.environ)
-        except KeysError as exc:
-            keys = None
-            logger.error("loopwarden hook helper: %s; no HTTP hooks", exc)
-        if keys is not None:
-            server.listen(listen, keys.token)
-        else:
-            listen.sock.close()
-            listen.check.close()
+        server.listen(listen)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     inode = -1
     try:
@@ -617,6 +620,12 @@ def spawn(env: Mapping[str, str], listen: ListenSpec | None = None) -> bool:
             check_fd = listen.check.fileno()
             if check_fd is not None:
                 sources.append((check_fd, _CHECK_FD))
+            # The key through a pipe: not on the command line, not in the environment.
+            key_r, key_w = os.pipe()
+            passed.append(key_r)
+            os.write(key_w, listen.token.encode("utf-8"))
+            os.close(key_w)
+            sources.append((key_r, _KEY_FD))
         actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
@@ -655,7 +664,9 @@ def _inherited(spec: str) -> ListenSpec:
     os.set_inheritable(_LISTEN_FD, False)
     if check_kind != "none":
         os.set_inheritable(_CHECK_FD, False)
-    return ListenSpec(sock, check, int(port), int(uid), netns)
+    with os.fdopen(_KEY_FD, "rb") as key:
+        token = key.read(4096).decode("utf-8")
+    return ListenSpec(sock, check, int(port), int(uid), netns, token)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import logging
 import os
 import selectors
 import socket
@@ -34,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from urllib.parse import parse_qsl
 
-from .._logging import logger
 from ._protocol import AGENTS, ENV_KEYS
 from .httpkeys import HEADER_HELPER, HEADER_TOKEN, HOOK_PATH, PING_PATH, env_header
 from .peeruid import PeerCheck
@@ -75,16 +75,19 @@ _REASONS = {
 class ListenSpec(NamedTuple):
     """A listening socket for HTTP hooks, made by a hook command to hand to the helper:
     its port, the user allowed to connect and the check that tells (both as seen from
-    the network and user namespaces the socket was made in), and that namespace."""
+    the network and user namespaces the socket was made in), that namespace, and the key
+    requests must carry."""
 
     sock: socket.socket
     check: PeerCheck
     port: int
     uid: int
     netns: str
+    token: str
 
     def fields(self) -> list[str]:
-        """What goes with the descriptors, as text: port, uid, namespace, check kind."""
+        """What goes with the descriptors, as text: port, uid, namespace, check kind (the
+        key goes separately: never on a command line)."""
         return [str(self.port), str(self.uid), self.netns, self.check.kind]
 
     def close(self) -> None:
@@ -109,6 +112,9 @@ class Request(NamedTuple):
 
 Answerer = Callable[[list[str], Mapping[str, str], bytes], tuple[int, bytes]]
 """(the hook's argv, its environment, the event) -> (HTTP status, body)."""
+Reporter = Callable[[int, str], None]
+"""(log level, message): what the helper writes to the hook log."""
+_REPORT_EVERY = 60.0  # seconds between two log lines about the same kind of refusal
 
 
 @dataclass(eq=False)
@@ -234,6 +240,25 @@ def _error(text: str) -> bytes:
     return json.dumps({"error": text}).encode()
 
 
+def _last_answer(sock: socket.socket, data: bytes) -> None:
+    """Send a last answer so that the client gets to read it: stop sending, then read
+    what it still sends (at most 1 s and 1 MiB), so that closing is no reset that would
+    destroy the answer on its way."""
+    try:
+        sock.settimeout(1.0)
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + 1.0
+        drained = 0
+        while drained < 1 << 20 and time.monotonic() < deadline:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            drained += len(chunk)
+    except OSError:
+        pass
+
+
 class _Conn:
     """One client connection, served by a thread of its own."""
 
@@ -259,13 +284,17 @@ class HttpFront:
         helper: str,
         activity: Callable[[int], None],
         fallback_env: Mapping[str, str],
+        report: Reporter,
     ) -> None:
         """``answer`` handles a hook event; ``helper`` is how this helper names itself;
         ``activity(+1/-1)`` is told when a request starts and ends (the helper's idle
-        clock); ``fallback_env`` is used when a request carries no environment."""
+        clock); ``fallback_env`` is used when a request carries no environment;
+        ``report`` writes to the hook log."""
         self._answer = answer
         self._helper = helper
         self._activity = activity
+        self._report = report
+        self._reported: dict[str, float] = {}
         self._fallback = {k: v for k, v in fallback_env.items() if k in ENV_KEYS}
         self._lock = threading.Lock()
         self._listeners: dict[tuple[int, str], Listener] = {}
@@ -294,11 +323,21 @@ class HttpFront:
                 dropped.append(self._listeners.pop(key))
             self._pending_close += dropped
         self._wake()
-        logger.info(
-            "loopwarden hook helper: serving HTTP hooks on 127.0.0.1:%d (network namespace %s)",
-            listener.port,
-            listener.netns or "?",
+        self._report(
+            logging.INFO,
+            f"loopwarden hook helper: serving HTTP hooks on 127.0.0.1:{listener.port} "
+            f"(network namespace {listener.netns or '?'}, peer check: {listener.check.kind})",
         )
+
+    def _refusal(self, kind: str, message: str) -> None:
+        """Log a refusal, at most once a minute per kind (a misconfigured agent would
+        otherwise write a line per tool call)."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._reported.get(kind, -_REPORT_EVERY) < _REPORT_EVERY:
+                return
+            self._reported[kind] = now
+        self._report(logging.WARNING, message)
 
     def set_token(self, port: int, token: bytes) -> None:
         """A new key for every listener on ``port`` (the user's key file changed)."""
@@ -375,9 +414,10 @@ class HttpFront:
             if not refuse:
                 self._conns.add(conn)
         if refuse:
-            logger.warning(
-                "loopwarden hook helper: %d HTTP connections busy; one more refused (503)",
-                MAX_CONNECTIONS,
+            self._refusal(
+                "busy",
+                f"loopwarden hook helper: {MAX_CONNECTIONS} HTTP connections busy; one more "
+                "refused (503)",
             )
             self._send_and_close(sock, 503, "too many connections")
             return
@@ -405,23 +445,20 @@ class HttpFront:
         sock, listener = conn.sock, conn.listener
         try:
             if not self._peer_allowed(conn):
-                sock.settimeout(1.0)
-                sock.sendall(_response(403, _error("forbidden"), self._helper, True))
+                _last_answer(sock, _response(403, _error("forbidden"), self._helper, True))
                 return
             buffer = bytearray()
             while not self._stopping.is_set():
                 try:
                     request = _read_request(sock, buffer, IDLE_SECONDS)
                 except _Refused as refused:
-                    logger.warning(
-                        "loopwarden hook helper: HTTP request refused (%d): %s",
-                        refused.status,
-                        refused,
+                    self._refusal(
+                        f"malformed {refused.status}",
+                        f"loopwarden hook helper: HTTP request refused ({refused.status}): "
+                        f"{refused}",
                     )
-                    sock.settimeout(1.0)
-                    sock.sendall(
-                        _response(refused.status, _error(str(refused)), self._helper, True)
-                    )
+                    answer = _response(refused.status, _error(str(refused)), self._helper, True)
+                    _last_answer(sock, answer)
                     return
                 if request is None:
                     return
@@ -455,12 +492,10 @@ class HttpFront:
         if uid == listener.uid:
             return True
         who = "an unknown user" if uid is None else f"uid {uid}"
-        logger.warning(
-            "loopwarden hook helper: HTTP connection from %s to 127.0.0.1:%d refused "
-            "(only uid %d may connect)",
-            who,
-            listener.port,
-            listener.uid,
+        self._refusal(
+            f"peer {listener.port}",
+            f"loopwarden hook helper: HTTP connection from {who} to 127.0.0.1:{listener.port} "
+            f"refused (403: only uid {listener.uid} may connect)",
         )
         return False
 
@@ -473,10 +508,10 @@ class HttpFront:
             return 403, _error("unexpected Host header")  # DNS rebinding
         token = headers.get(HEADER_TOKEN.lower(), "").encode("utf-8", "replace")
         if not hmac.compare_digest(token, listener.token):
-            logger.warning(
-                "loopwarden hook helper: HTTP request on 127.0.0.1:%d without the right "
-                "key refused (401); run 'loopwarden doctor'",
-                listener.port,
+            self._refusal(
+                f"key {listener.port}",
+                f"loopwarden hook helper: HTTP request on 127.0.0.1:{listener.port} without "
+                "the right key refused (401); run 'loopwarden doctor'",
             )
             return 401, _error("missing or wrong key")
         if request.path == PING_PATH:

@@ -136,7 +136,7 @@ def _hand_over(
     env: Mapping[str, str], port: int, token: str, sock: socket.socket, running: bool
 ) -> str | None:
     """Give the listening socket to the helper (starting one if none runs)."""
-    spec = ListenSpec(sock, PeerCheck.create(), port, os.getuid(), netns())
+    spec = ListenSpec(sock, PeerCheck.create(), port, os.getuid(), netns(), token)
     try:
         if running and _register(env, port, token, spec):
             return None

@@ -467,16 +467,17 @@ def backup_path(path: Path) -> Path:
     return candidate
 
 
-def write_settings(path: Path, text: str | bytes) -> Path | None:
+def write_settings(path: Path, text: str | bytes, *, private: bool = False) -> Path | None:
     """Write ``text`` atomically; an existing file is first copied to a timestamped backup.
 
-    Returns the backup's path (None when there was no file).
+    A new file gets mode 0644, or 0600 when ``private`` (it holds the HTTP hooks' key);
+    an existing one keeps its mode. Returns the backup's path (None when there was no file).
     """
     backup: Path | None = None
     data = text.encode("utf-8") if isinstance(text, str) else text
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        mode = 0o644
+        mode = 0o600 if private else 0o644
         if path.exists():
             mode = path.stat().st_mode & 0o777
             backup = backup_path(path)
