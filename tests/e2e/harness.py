@@ -169,6 +169,8 @@ class Workspace:
     runtime: Path
     netns: list[str]
     extra_settings: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
+    """More environment variables for the CLI (and so for its hooks)."""
 
     def __post_init__(self) -> None:
         self.home = self.root / "home"
@@ -193,6 +195,7 @@ class Workspace:
             **QUIET_ENV,
         }
         env.update(AGENTS[self.agent].env(self))
+        env.update(self.environment)
         return env
 
     def loopwarden(self, *args: str) -> subprocess.CompletedProcess[str]:
