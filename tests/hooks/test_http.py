@@ -559,7 +559,7 @@ def test_a_new_key_reaches_the_running_helper(env: dict[str, str]) -> None:
     session_start(env)
     new = "f" * 64
     path = record_path(env)
-    path.write_text(json.dumps({"port": keys.port, "token": new}))
+    path.write_text(json.dumps({"port": keys.port, "token": new, "proof": keys.proof}))
     assert probe(keys.port, new).kind == "refused"
     assert session_start(env).json == {}
     assert probe(keys.port, new).kind == "served"
@@ -587,6 +587,7 @@ def test_data_dir_is_where_the_state_lives(tmp_path: Path) -> None:
 def test_http_port_option() -> None:
     """--http-port takes a port number; anything else is a usage error (exit 1)."""
     assert parse_args(["claude-code", "--http-port", "27431"]).http_port == 27431
+    assert parse_args(["codex", "--http-port", "auto"]).http_port == 0  # the key file's
     assert parse_args(["claude-code"]).http_port is None
     for bad in ("0", "70000", "http"):
         with pytest.raises(UsageError, match="--http-port"):

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from loopwarden.hooks import shellhook
 from loopwarden.hooks.agents import ADAPTERS
 from loopwarden.hooks.fileinstall import FILE_AGENTS
+from loopwarden.hooks.settings import split_hook_command
 from tests.hooks.conftest import LAUNCHER, LOOPWARDEN, installed_command
 
 EXISTING = {
@@ -81,8 +83,14 @@ def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) 
         assert group.get("matcher") == matcher
         [handler] = group["hooks"]
         assert handler["type"] == "command"
-        words = shlex.split(handler["command"])
-        assert words == [*LAUNCHER, agent]
+        found = split_hook_command(handler["command"])
+        assert found is not None and found[1] == [agent]
+        launcher = found[0]
+        if agent in shellhook.AGENTS and shellhook.bash_path() is not None:
+            # The shell hook, then the count and words of the Python hook it falls back to.
+            assert launcher[:3] == [shellhook.bash_path(), str(shellhook.SCRIPT), "4"]
+            launcher = launcher[3:]
+        assert launcher == LAUNCHER
         assert handler["timeout"] == (30000 if agent == "gemini" else 30)
     assert backups(path) == []  # nothing to back up
     assert "check it with: loopwarden doctor" in done.stdout

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from ..hooks import fileinstall, installrecord
+from ..hooks import fileinstall, installrecord, shellhook
 from ..hooks._protocol import AGENTS, socket_path
 from ..hooks.agents import ADAPTERS
 from ..hooks.httpkeys import HttpKeys, KeysError, ensure_keys, helper_name, probe, record_path
@@ -157,9 +157,9 @@ def install_command(
         if uninstall:
             edit = remove_hooks(text, agent, path, _created(env, path))
         else:
-            if http and not uninstall:
-                keys = _http_keys(env)
-            spec = None if keys is None else HttpHook(keys.port, keys.token, extra)
+            if http or shellhook.SCRIPT.name in command:
+                keys = _http_keys(env)  # the shell hook reads them at every event
+            spec = HttpHook(keys.port, keys.token, extra) if http and keys is not None else None
             edit = add_hooks(text, agent, command, path, spec)
         if dry_run:
             click.echo(edit.text, nl=not edit.text.endswith("\n"))
@@ -171,7 +171,7 @@ def install_command(
         if uninstall:
             backup, restored = _uninstall(env, path, text, edit)
         else:
-            backup = _install(env, path, text, edit, agent, private=keys is not None)
+            backup = _install(env, path, text, edit, agent, private=bool(http))
     except (SettingsError, KeysError) as exc:
         raise CommandFailure(str(exc)) from None
     changed = edit.changed
@@ -185,7 +185,12 @@ def install_command(
     if not uninstall:
         _precompile_hook_path()
         click.echo(f"  command: {command}")
-        if keys is not None:
+        if keys is not None and not http:
+            click.echo(
+                f"  the shell hook sends events to the helper at http://127.0.0.1:{keys.port} "
+                f"(no Python start per event; key in {record_path(env)})"
+            )
+        if keys is not None and http:
             click.echo(
                 f"  HTTP hooks: http://127.0.0.1:{keys.port} (key in {record_path(env)}, "
                 "readable by you only; the settings file holds it too)"

@@ -20,7 +20,7 @@ Wire format (one connection per event; ``\\0`` separates fields)::
     greeting: +   (sent by the helper on accepting, before it reads; see HELLO)
     request:  LWH3 \\0 cwd \\0 N \\0 argv[0..N] \\0 M \\0 env[0..M] (k=v) \\0 <event bytes>
     control:  LWC1 \\0 stop|ping
-              LWC1 \\0 listen \\0 port \\0 uid \\0 netns \\0 check \\0 key
+              LWC1 \\0 listen \\0 port \\0 uid \\0 netns \\0 check \\0 key \\0 proof
                    (+ the listening socket and the check's descriptor, SCM_RIGHTS;
                    without descriptors: a new key for that port)
     answer:   <exit code> \\0 <len(stderr)> \\0 <stderr> <stdout>     or  R  (outdated: retry)
@@ -220,16 +220,17 @@ class _Server:
             self.last = time.monotonic()
 
     def http_answer(
-        self, argv: list[str], env: Mapping[str, str], payload: bytes
-    ) -> tuple[int, bytes]:
-        """One HTTP hook event: the same answer as the hook command's (there is no process
-        to fall back to, so an outdated helper still answers, then exits)."""
+        self, argv: list[str], env: Mapping[str, str], cwd: str, payload: bytes, relay: bool
+    ) -> tuple[int, bytes, bytes] | None:
+        """One event over HTTP: the hook command's answer. An outdated helper declines a
+        shell hook's event (it runs the hook command instead) but still answers Claude
+        Code's HTTP hooks (nothing to fall back to there), then exits."""
         if self.watch.changed():
             self.stopping.set()
-        reply = handle(self.ctx, argv, env, "", payload)
-        if reply.code != 0:
-            return 400, reply.err.encode("utf-8", "replace")
-        return 200, reply.out
+            if relay:
+                return None
+        reply = handle(self.ctx, argv, env, cwd, payload)
+        return reply.code, reply.out, reply.err.encode("utf-8", "replace")
 
     @staticmethod
     def report(level: int, message: str) -> None:
@@ -252,26 +253,32 @@ class _Server:
     def listen(self, spec: ListenSpec) -> None:
         """Serve Claude Code's HTTP hooks on ``spec`` too."""
         listener = Listener(
-            spec.sock, spec.port, spec.netns, spec.uid, spec.check, spec.token.encode("utf-8")
+            spec.sock,
+            spec.port,
+            spec.netns,
+            spec.uid,
+            spec.check,
+            spec.token.encode("utf-8"),
+            spec.proof.encode("utf-8"),
         )
         self.http_front().add(listener)
 
     def control(self, command: bytes, fds: list[int]) -> None:
         """A control request other than stop and ping (it took ownership of ``fds``)."""
         parts = command.split(b"\0")
-        if parts[0] != b"listen" or len(parts) != 6:
+        if parts[0] != b"listen" or len(parts) != 7:
             raise ValueError(f"unknown control request {parts[0][:32]!r}")
         port, uid = int(parts[1]), int(parts[2])
-        netns, kind, token = (p.decode("utf-8", "surrogateescape") for p in parts[3:])
+        netns, kind, token, proof = (p.decode("utf-8", "surrogateescape") for p in parts[3:])
         if not fds:
-            self.http_front().set_token(port, token.encode("utf-8"))
+            self.http_front().set_token(port, token.encode("utf-8"), proof.encode("utf-8"))
             return
         if kind not in ("netlink", "proc", "none"):
             raise ValueError(f"unknown peer check {kind!r}")
         check_kind: CheckKind = kind  # type: ignore[assignment]
         sock = socket.socket(fileno=fds.pop(0))
         check = PeerCheck(check_kind, fds.pop(0) if check_kind != "none" and fds else None)
-        self.listen(ListenSpec(sock, check, port, uid, netns, token))
+        self.listen(ListenSpec(sock, check, port, uid, netns, token, proof))
 
     def serve_conn(self, conn: socket.socket) -> None:
         with self.lock:
@@ -623,7 +630,7 @@ def spawn(env: Mapping[str, str], listen: ListenSpec | None = None) -> bool:
             # The key through a pipe: not on the command line, not in the environment.
             key_r, key_w = os.pipe()
             passed.append(key_r)
-            os.write(key_w, listen.token.encode("utf-8"))
+            os.write(key_w, f"{listen.token}\n{listen.proof}".encode())
             os.close(key_w)
             sources.append((key_r, _KEY_FD))
         actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = [
@@ -665,8 +672,8 @@ def _inherited(spec: str) -> ListenSpec:
     if check_kind != "none":
         os.set_inheritable(_CHECK_FD, False)
     with os.fdopen(_KEY_FD, "rb") as key:
-        token = key.read(4096).decode("utf-8")
-    return ListenSpec(sock, check, int(port), int(uid), netns, token)
+        token, _, proof = key.read(4096).decode("utf-8").partition("\n")
+    return ListenSpec(sock, check, int(port), int(uid), netns, token, proof)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,12 +32,17 @@ from ..errors import LoopwardenError
 from ._protocol import ENV_KEYS
 
 __all__ = [
+    "HEADER_CWD",
     "HEADER_ENV",
+    "HEADER_EXIT",
     "HEADER_HELPER",
+    "HEADER_PROOF",
+    "HEADER_STDOUT",
     "HEADER_TOKEN",
     "HOOK_PATH",
     "HTTP_TIMEOUT",
     "PING_PATH",
+    "RUN_PATH",
     "HttpKeys",
     "KeysError",
     "Probe",
@@ -57,10 +62,20 @@ __all__ = [
 PREFIX = "/loopwarden/v1/"
 HOOK_PATH = PREFIX + "hook/"
 """``HOOK_PATH + AGENT`` (and the hook's own options in the query: ``?arg=--config&arg=F``)."""
+RUN_PATH = PREFIX + "run/"
+"""``RUN_PATH + AGENT``: the shell hook (``hooks.shellhook``): the answer is the hook
+command's exit code, stdout and stderr."""
 PING_PATH = PREFIX + "ping"
 HEADER_TOKEN = "X-Loopwarden-Token"
 HEADER_HELPER = "X-Loopwarden-Helper"
 """Sent with every answer of the helper, even a refusal: which helper this is."""
+HEADER_PROOF = "X-Loopwarden-Proof"
+"""In the helper's ``100 Continue``: the second secret of the key file, which only the
+user's helper knows; the shell hook sends its event only after seeing it."""
+HEADER_CWD = "X-Loopwarden-Cwd"
+HEADER_EXIT = "X-Loopwarden-Exit"
+HEADER_STDOUT = "X-Loopwarden-Stdout"
+"""How many bytes of the body are the hook's stdout (the rest is its stderr)."""
 HEADER_ENV = "X-Loopwarden-Env-"
 """``HEADER_ENV + KEY``: the value of the environment variable KEY in Claude Code's
 environment (Claude Code fills it in: ``"${HOME}"``, with ``allowedEnvVars``)."""
@@ -77,10 +92,11 @@ class KeysError(LoopwardenError):
 
 
 class HttpKeys(NamedTuple):
-    """The user's HTTP hook port and key."""
+    """The user's HTTP hook port, key, and the helper's proof (:data:`HEADER_PROOF`)."""
 
     port: int
     token: str
+    proof: str
 
 
 def env_header(key: str) -> str:
@@ -133,13 +149,13 @@ def load_keys(env: Mapping[str, str]) -> HttpKeys | None:
         os.close(fd)
     try:
         value = json.loads(data)
-        keys = HttpKeys(int(value["port"]), str(value["token"]))
+        keys = HttpKeys(int(value["port"]), str(value["token"]), str(value["proof"]))
     except (ValueError, KeyError, TypeError):
         raise KeysError(
             f"{path}: not a loopwarden HTTP hook key file; remove it and run "
             "'loopwarden install claude-code' again"
         ) from None
-    if not 0 < keys.port < 65536 or len(keys.token) < 32:
+    if not 0 < keys.port < 65536 or len(keys.token) < 32 or len(keys.proof) < 32:
         raise KeysError(f"{path}: the port or the key in it is not valid; remove the file")
     return keys
 
@@ -151,7 +167,9 @@ def _write(path: Path, keys: HttpKeys) -> None:
         tmp.unlink()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, json.dumps({"port": keys.port, "token": keys.token}).encode() + b"\n")
+        # One line, in this order: the shell hook reads it with a pattern.
+        line = {"port": keys.port, "token": keys.token, "proof": keys.proof}
+        os.write(fd, json.dumps(line).encode() + b"\n")
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -164,8 +182,9 @@ def ensure_keys(env: Mapping[str, str], *, new_port: bool = False) -> HttpKeys:
     if keys is not None and not new_port:
         return keys
     token = keys.token if keys is not None else secrets.token_hex(32)
+    proof = keys.proof if keys is not None else secrets.token_hex(32)
     port = free_port(exclude={keys.port} if keys is not None else set())
-    keys = HttpKeys(port, token)
+    keys = HttpKeys(port, token, proof)
     try:
         _write(record_path(env), keys)
     except OSError as exc:

@@ -36,7 +36,18 @@ from typing import NamedTuple
 from urllib.parse import parse_qsl
 
 from ._protocol import AGENTS, ENV_KEYS
-from .httpkeys import HEADER_HELPER, HEADER_TOKEN, HOOK_PATH, PING_PATH, env_header
+from .httpkeys import (
+    HEADER_CWD,
+    HEADER_EXIT,
+    HEADER_HELPER,
+    HEADER_PROOF,
+    HEADER_STDOUT,
+    HEADER_TOKEN,
+    HOOK_PATH,
+    PING_PATH,
+    RUN_PATH,
+    env_header,
+)
 from .peeruid import PeerCheck
 
 __all__ = [
@@ -84,6 +95,7 @@ class ListenSpec(NamedTuple):
     uid: int
     netns: str
     token: str
+    proof: str
 
     def fields(self) -> list[str]:
         """What goes with the descriptors, as text: port, uid, namespace, check kind (the
@@ -110,8 +122,12 @@ class Request(NamedTuple):
     """The client asked to close the connection after the answer (or speaks HTTP/1.0)."""
 
 
-Answerer = Callable[[list[str], Mapping[str, str], bytes], tuple[int, bytes]]
-"""(the hook's argv, its environment, the event) -> (HTTP status, body)."""
+Answerer = Callable[
+    [list[str], Mapping[str, str], str, bytes, bool], tuple[int, bytes, bytes] | None
+]
+"""(the hook's argv, its environment, its working directory or "", the event, whether the
+caller can hand the event elsewhere) -> (exit code, stdout, stderr) of the hook command;
+None: declined (the helper is outdated, and the caller can hand it elsewhere)."""
 Reporter = Callable[[int, str], None]
 """(log level, message): what the helper writes to the hook log."""
 _REPORT_EVERY = 60.0  # seconds between two log lines about the same kind of refusal
@@ -128,6 +144,8 @@ class Listener:
     """The user whose processes may connect (as the check's namespace numbers users)."""
     check: PeerCheck
     token: bytes
+    proof: bytes
+    """Sent to a client that waits for it (the shell hook): this is the user's helper."""
     used: float = field(default_factory=time.monotonic)
 
     def close(self) -> None:
@@ -144,7 +162,14 @@ class _Refused(Exception):
         self.status = status
 
 
-def _read_request(conn: socket.socket, buffer: bytearray, idle: float) -> Request | None:
+BeforeBody = Callable[[str, str, dict[str, str]], None]
+"""(method, path, headers) of a request whose head has arrived: raises :class:`_Refused`
+to refuse it before its body is read (and answers ``Expect: 100-continue``)."""
+
+
+def _read_request(
+    conn: socket.socket, buffer: bytearray, idle: float, before_body: BeforeBody
+) -> Request | None:
     """The next request on ``conn`` (None: the client closed, or stayed idle ``idle`` s).
 
     ``buffer`` holds bytes already received after the previous request. Linear in the
@@ -206,6 +231,8 @@ def _read_request(conn: socket.socket, buffer: bytearray, idle: float) -> Reques
         raise _Refused(400, "malformed Content-Length")
     if size > MAX_BODY:
         raise _Refused(413, f"request body larger than {MAX_BODY} bytes")
+    path, _, query = target.partition("?")
+    before_body(method, path, headers)
     if deadline is None:
         deadline = time.monotonic() + REQUEST_SECONDS
     while len(buffer) < size:
@@ -221,19 +248,27 @@ def _read_request(conn: socket.socket, buffer: bytearray, idle: float) -> Reques
     del buffer[:size]
     connection = headers.get("connection", "").lower()
     close = (version == "HTTP/1.0" and connection != "keep-alive") or connection == "close"
-    path, _, query = target.partition("?")
     return Request(method, path, query, headers, body, close)
 
 
-def _response(status: int, body: bytes, helper: str, close: bool) -> bytes:
+def _response(
+    status: int, body: bytes, helper: str, close: bool, extra: Mapping[str, str] | None = None
+) -> bytes:
     head = [
         f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
         "Content-Type: application/json",
         f"Content-Length: {len(body)}",
         f"{HEADER_HELPER}: {helper}",
         "Connection: close" if close else f"Keep-Alive: timeout={int(IDLE_SECONDS) - 5}",
+        *(f"{name}: {value}" for name, value in (extra or {}).items()),
     ]
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _path(value: str) -> str:
+    """A header value (read as latin-1: byte for byte) as the file name its bytes spell
+    (UTF-8, as ``os.fsdecode`` would read them)."""
+    return value.encode("latin-1").decode("utf-8", "surrogateescape")
 
 
 def _error(text: str) -> bytes:
@@ -339,12 +374,13 @@ class HttpFront:
             self._reported[kind] = now
         self._report(logging.WARNING, message)
 
-    def set_token(self, port: int, token: bytes) -> None:
+    def set_token(self, port: int, token: bytes, proof: bytes) -> None:
         """A new key for every listener on ``port`` (the user's key file changed)."""
         with self._lock:
             for listener in self._listeners.values():
                 if listener.port == port:
                     listener.token = token
+                    listener.proof = proof
 
     def ports(self) -> list[int]:
         with self._lock:
@@ -448,15 +484,17 @@ class HttpFront:
                 _last_answer(sock, _response(403, _error("forbidden"), self._helper, True))
                 return
             buffer = bytearray()
+            check = self._before_body(sock, listener)
             while not self._stopping.is_set():
                 try:
-                    request = _read_request(sock, buffer, IDLE_SECONDS)
+                    request = _read_request(sock, buffer, IDLE_SECONDS, check)
                 except _Refused as refused:
-                    self._refusal(
-                        f"malformed {refused.status}",
-                        f"loopwarden hook helper: HTTP request refused ({refused.status}): "
-                        f"{refused}",
-                    )
+                    if refused.status >= 400 and refused.status not in (401, 403):
+                        self._refusal(
+                            f"malformed {refused.status}",
+                            f"loopwarden hook helper: HTTP request refused ({refused.status}): "
+                            f"{refused}",
+                        )
                     answer = _response(refused.status, _error(str(refused)), self._helper, True)
                     _last_answer(sock, answer)
                     return
@@ -465,12 +503,12 @@ class HttpFront:
                 conn.busy = True
                 self._activity(1)
                 try:
-                    status, body = self._route(request, listener)
+                    status, body, extra = self._route(request)
                 finally:
                     self._activity(-1)
                 close = request.close or self._stopping.is_set()
                 sock.settimeout(REQUEST_SECONDS)
-                sock.sendall(_response(status, body, self._helper, close))
+                sock.sendall(_response(status, body, self._helper, close, extra))
                 conn.busy = False
                 conn.since = time.monotonic()
                 if close:
@@ -499,37 +537,67 @@ class HttpFront:
         )
         return False
 
-    def _route(self, request: Request, listener: Listener) -> tuple[int, bytes]:
-        headers = request.headers
-        if "origin" in headers:  # a web page: Claude Code never sends one
-            return 403, _error("requests from web pages are refused")
-        host = headers.get("host", "")
-        if host not in (f"127.0.0.1:{listener.port}", f"localhost:{listener.port}"):
-            return 403, _error("unexpected Host header")  # DNS rebinding
-        token = headers.get(HEADER_TOKEN.lower(), "").encode("utf-8", "replace")
-        if not hmac.compare_digest(token, listener.token):
-            self._refusal(
-                f"key {listener.port}",
-                f"loopwarden hook helper: HTTP request on 127.0.0.1:{listener.port} without "
-                "the right key refused (401); run 'loopwarden doctor'",
-            )
-            return 401, _error("missing or wrong key")
+    def _before_body(self, sock: socket.socket, listener: Listener) -> BeforeBody:
+        """Refuse a request by its head (key, Host, Origin) before its body is read; to a
+        client that waits for it (``Expect: 100-continue``, the shell hook), say go on, with
+        the proof that this is the helper and not a program that took the port."""
+
+        def check(method: str, path: str, headers: dict[str, str]) -> None:
+            if "origin" in headers:  # a web page: Claude Code never sends one
+                raise _Refused(403, "requests from web pages are refused")
+            host = headers.get("host", "")
+            if host not in (f"127.0.0.1:{listener.port}", f"localhost:{listener.port}"):
+                raise _Refused(403, "unexpected Host header")  # DNS rebinding
+            token = headers.get(HEADER_TOKEN.lower(), "").encode("utf-8", "replace")
+            if not hmac.compare_digest(token, listener.token):
+                self._refusal(
+                    f"key {listener.port}",
+                    f"loopwarden hook helper: HTTP request on 127.0.0.1:{listener.port} without "
+                    "the right key refused (401); run 'loopwarden doctor'",
+                )
+                raise _Refused(401, "missing or wrong key")
+            if headers.get("expect", "").lower() == "100-continue":
+                proof = listener.proof.decode("ascii", "replace")
+                sock.settimeout(REQUEST_SECONDS)
+                sock.sendall(f"HTTP/1.1 100 Continue\r\n{HEADER_PROOF}: {proof}\r\n\r\n".encode())
+
+        return check
+
+    def _route(self, request: Request) -> tuple[int, bytes, dict[str, str]]:
+        """(status, body, more headers) for an authorised request."""
         if request.path == PING_PATH:
-            return 200, json.dumps({"helper": self._helper, "pid": os.getpid()}).encode()
-        if not request.path.startswith(HOOK_PATH):
-            return 404, _error("no such path")
-        agent = request.path[len(HOOK_PATH) :]
+            ping = {"helper": self._helper, "pid": os.getpid()}
+            return 200, json.dumps(ping).encode(), {}
+        if request.path.startswith(HOOK_PATH):
+            agent, relay = request.path[len(HOOK_PATH) :], False
+        elif request.path.startswith(RUN_PATH):
+            agent, relay = request.path[len(RUN_PATH) :], True
+        else:
+            return 404, _error("no such path"), {}
         if agent not in AGENTS:
-            return 404, _error("no such agent")
+            return 404, _error("no such agent"), {}
         if request.method != "POST":
-            return 405, _error("hook events are POSTed")
+            return 405, _error("hook events are POSTed"), {}
         args = [v for k, v in parse_qsl(request.query, keep_blank_values=True) if k == "arg"]
-        return self._answer([agent, *args], self._environment(headers), request.body)
+        env = self._environment(request.headers)
+        cwd = _path(request.headers.get(HEADER_CWD.lower(), ""))
+        cwd = cwd if relay and os.path.isabs(cwd) else ""
+        done = self._answer([agent, *args], env, cwd, request.body, relay)
+        if done is None:  # outdated: the shell hook hands the event to the hook command
+            return 503, _error("the helper is outdated"), {}
+        code, out, err = done
+        if relay:
+            # The hook command's whole answer: exit code, stdout, then stderr.
+            headers = {HEADER_EXIT: str(code), HEADER_STDOUT: str(len(out))}
+            return 200, out + err, headers
+        if code != 0:
+            return 400, err, {}
+        return 200, out, {}
 
     def _environment(self, headers: Mapping[str, str]) -> dict[str, str]:
-        """Claude Code's environment, as its request reports it; the helper's own when the
-        request says nothing (its settings let no variable through)."""
-        found = {key: headers.get(env_header(key).lower(), "") for key in ENV_KEYS}
+        """The agent's environment, as its request reports it; the helper's own when the
+        request says nothing (Claude Code's settings let no variable through)."""
+        found = {key: _path(headers.get(env_header(key).lower(), "")) for key in ENV_KEYS}
         if not found.get("HOME"):
             return dict(self._fallback)
         return {key: value for key, value in found.items() if value}

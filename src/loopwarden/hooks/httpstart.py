@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping
 
 from ._protocol import CONTROL, HELLO, HELLO_TIMEOUT, socket_path
-from .httpkeys import KeysError, helper_name, load_keys, probe
+from .httpkeys import HttpKeys, KeysError, helper_name, load_keys, probe
 from .httpserve import ListenSpec
 from .peeruid import PeerCheck
 
@@ -44,7 +44,7 @@ _TRIES_SECONDS = 5.0
 
 
 def http_port_arg(argv: list[str]) -> int | None:
-    """The ``--http-port`` of a hook command line (None: absent or not a port)."""
+    """The ``--http-port`` of a hook command line (0: ``auto``; None: absent or not a port)."""
     for index, word in enumerate(argv):
         value = None
         if word == "--http-port" and index + 1 < len(argv):
@@ -52,6 +52,8 @@ def http_port_arg(argv: list[str]) -> int | None:
         elif word.startswith("--http-port="):
             value = word.partition("=")[2]
         if value is not None:
+            if value == "auto":
+                return 0
             try:
                 port = int(value)
             except ValueError:
@@ -83,12 +85,13 @@ def _private(directory: str) -> bool:
     return st.st_mode & 0o170000 == 0o040000 and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
-def _register(env: Mapping[str, str], port: int, token: str, spec: ListenSpec | None) -> bool:
-    """Hand ``spec`` (None: only a new key for ``port``) to the running helper."""
+def _register(env: Mapping[str, str], keys: HttpKeys, port: int, spec: ListenSpec | None) -> bool:
+    """Hand ``spec`` (None: only the key file's keys for ``port``) to the running helper."""
     path = socket_path(env)
     if not _private(os.path.dirname(path)):
         return False
-    fields = [CONTROL, "listen", str(port), str(os.getuid()), netns(), "none", token]
+    fields = [CONTROL, "listen", str(port), str(os.getuid()), netns(), "none"]
+    fields += [keys.token, keys.proof]
     fds: list[int] = []
     if spec is not None:
         fields[2:6] = spec.fields()
@@ -133,12 +136,12 @@ def _bind(port: int) -> socket.socket | None:
 
 
 def _hand_over(
-    env: Mapping[str, str], port: int, token: str, sock: socket.socket, running: bool
+    env: Mapping[str, str], keys: HttpKeys, port: int, sock: socket.socket, running: bool
 ) -> str | None:
     """Give the listening socket to the helper (starting one if none runs)."""
-    spec = ListenSpec(sock, PeerCheck.create(), port, os.getuid(), netns(), token)
+    spec = ListenSpec(sock, PeerCheck.create(), port, os.getuid(), netns(), keys.token, keys.proof)
     try:
-        if running and _register(env, port, token, spec):
+        if running and _register(env, keys, port, spec):
             return None
         if "site" not in sys.modules:  # the fast path (python -S): the helper needs site
             import site
@@ -150,7 +153,7 @@ def _hand_over(
             if spawn(env, spec):
                 return None
             # A helper runs, is starting, or is exiting: give it the socket once it answers.
-            if wait_for_start(env) is not None and _register(env, port, token, spec):
+            if wait_for_start(env) is not None and _register(env, keys, port, spec):
                 return None
         return "the hook helper could not be started"
     finally:
@@ -158,12 +161,13 @@ def _hand_over(
 
 
 def serve_http(port: int, env: Mapping[str, str], argv: list[str], *, running: bool) -> str | None:
-    """Make sure this installation's helper answers HTTP hooks on ``127.0.0.1:port`` here.
+    """Make sure this installation's helper answers HTTP hooks on ``127.0.0.1:port`` here
+    (0: the port in the user's key file).
 
     ``running``: a helper just answered this hook's event. Returns what the user must be
     told when the hooks cannot be answered (None: they are).
     """
-    where = f"127.0.0.1:{port}"
+    where = f"127.0.0.1:{port or 'PORT'}"
     if not _daemon_allowed(env, argv):
         return (
             f"loopwarden: the hook helper is switched off (LOOPWARDEN_HOOK_DAEMON or "
@@ -176,10 +180,14 @@ def serve_http(port: int, env: Mapping[str, str], argv: list[str], *, running: b
     except KeysError as exc:
         return f"loopwarden: {exc}; tool calls are not checked"
     if keys is None:
+        if port == 0:
+            return None  # the shell hook had nothing to go on: it will run this command again
         return (
             "loopwarden: no HTTP hook key found; run 'loopwarden install claude-code' again "
             "(tool calls are not checked until then)"
         )
+    port = port or keys.port
+    where = f"127.0.0.1:{port}"
     own = helper_name(socket_path(env))
     deadline = time.monotonic() + _TRIES_SECONDS
     while True:
@@ -188,7 +196,7 @@ def serve_http(port: int, env: Mapping[str, str], argv: list[str], *, running: b
             return None
         if found.kind == "refused" and found.helper == own:
             # The user's key file changed since the helper got it (a new install).
-            if _register(env, port, keys.token, None):
+            if _register(env, keys, port, None):
                 return None
             return f"loopwarden: the hook helper on {where} could not be given the new key"
         if found.kind in ("served", "refused"):
@@ -200,10 +208,15 @@ def serve_http(port: int, env: Mapping[str, str], argv: list[str], *, running: b
         if found.kind == "closed":
             sock = _bind(port)
             if sock is not None:
-                return _hand_over(env, port, keys.token, sock, running)
+                return _hand_over(env, keys, port, sock, running)
             # Taken between the probe and the bind (another session starting): ask again.
-        elif found.kind == "silent" and time.monotonic() < deadline:
-            continue  # a listener whose helper is still starting
+        elif found.kind == "silent":
+            # (probe waited: a helper still starting has answered by then)
+            return (
+                f"loopwarden: something listens on {where} but does not answer (a hook "
+                "helper that is stopped or stuck?); tool calls are checked more slowly "
+                "until it answers or is stopped ('loopwarden hook --stop-daemon')"
+            )
         else:
             what = found.detail or "no answer"
             return (
@@ -237,6 +250,9 @@ def after_event(
     port = http_port_arg(argv)
     if port is None:
         return answer, ""
+    agent = argv[0] if argv else ""
+    if port == 0 and not _daemon_allowed(env, argv):
+        return answer, ""  # the shell hook's fallback with the helper off: nothing to set up
     try:
         message = serve_http(port, env, argv, running=running)
     except Exception as exc:  # never break the agent over this
@@ -248,7 +264,11 @@ def after_event(
 
         from .hooklog import write_log
 
-        write_log(env, [(logging.ERROR, message, False)], "hook claude-code")
+        write_log(env, [(logging.ERROR, message, False)], f"hook {agent}")
+    if agent != "claude-code":
+        # Codex and Gemini: the shell hook goes on through the hook command; say why on
+        # stderr (their answers have no message for the user).
+        return answer, message + "\n"
     return _with_message(answer, message), message + "\n"
 
 

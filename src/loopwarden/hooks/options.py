@@ -57,8 +57,8 @@ class HookOptions(NamedTuple):
     event: str | None = None
     """The event's name, for agents that do not send it (``--event``)."""
     http_port: int | None = None
-    """Claude Code's HTTP hooks are served on this port (``--http-port``): the hook
-    makes sure the helper answers there."""
+    """The helper's HTTP port (``--http-port``; 0: ``auto``, the port in the user's key
+    file): the hook makes sure the helper answers there."""
 
 
 HOOK_HELP = """Coding-agent hook: reads one hook event as JSON on stdin and prints the
@@ -126,8 +126,9 @@ HOOK_OPTIONS = (
     HookOption(
         "--http-port",
         "PORT",
-        "Make sure the helper answers this agent's HTTP hooks on 127.0.0.1:PORT (written by "
-        "'loopwarden install claude-code' for the session-start and prompt hooks).",
+        "Make sure the helper answers HTTP hooks on 127.0.0.1:PORT ('auto': the port in your "
+        "key file); written by 'loopwarden install' for Claude Code's session-start and "
+        "prompt hooks, and used by the shell hook of Codex CLI and Gemini CLI.",
     ),
 )
 """The options, shared by the parser below and the help ``loopwarden hook --help`` prints."""
@@ -179,10 +180,10 @@ def _parse_args(argv: list[str]) -> HookOptions:
     port: int | None = None
     if ns.http_port is not None:
         try:
-            port = int(ns.http_port)
+            port = 0 if ns.http_port == "auto" else int(ns.http_port)
         except ValueError:
-            port = 0
-        if not 0 < port < 65536:
+            port = -1
+        if not (0 < port < 65536 or ns.http_port == "auto"):
             raise UsageError(
                 f"{_USAGE}loopwarden hook: error: --http-port: not a port number: {ns.http_port!r}"
             )

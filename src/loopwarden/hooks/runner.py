@@ -445,12 +445,13 @@ def run_cli(argv: list[str], payload: bytes | None) -> int:
         sys.stderr.flush()
     sys.stdout.buffer.write(reply.out)
     sys.stdout.flush()
-    if (
-        opts.http_port is None
-        and not opts.no_daemon
-        and os.environ.get("LOOPWARDEN_HOOK_DAEMON", "1").lower() not in ("0", "off", "no", "false")
+    if not opts.no_daemon and os.environ.get("LOOPWARDEN_HOOK_DAEMON", "1").lower() not in (
+        "0",
+        "off",
+        "no",
+        "false",
     ):
         from .daemon import spawn
 
-        spawn(os.environ)
+        spawn(os.environ)  # (none when the HTTP set-up above started one)
     return reply.code

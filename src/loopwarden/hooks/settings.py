@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from ..errors import LoopwardenError
-from . import _jsonedit
+from . import _jsonedit, shellhook
 from ._protocol import ENV_KEYS
 from .agents import ADAPTERS, HandlerKind
 from .httpkeys import HEADER_TOKEN, HTTP_TIMEOUT, env_headers, hook_url, parse_hook_url
@@ -124,8 +124,15 @@ _SHELL_OPERATORS = frozenset({"||", "&&", ";", "|", "&"})
 
 
 def hook_command(agent: str, extra: list[str] | None = None) -> str:
-    """The shell command the agent runs: absolute paths, quoted for ``sh``."""
-    return shlex.join([*_executable(), agent, *(extra or [])])
+    """The shell command the agent runs: absolute paths, quoted for ``sh``. Codex CLI and
+    Gemini CLI get the shell hook around it where bash can run it (:mod:`.shellhook`)."""
+    launcher = _executable()
+    hook = [agent, *(extra or [])]
+    if agent in shellhook.AGENTS and "-S" in launcher:
+        shell = shellhook.shell_command(launcher, hook)
+        if shell is not None:
+            return shell
+    return shlex.join([*launcher, *hook])
 
 
 def hook_arguments(command: object) -> list[str] | None:
