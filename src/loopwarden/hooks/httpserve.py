@@ -436,6 +436,8 @@ class HttpFront:
 
     def _admit(self, sock: socket.socket, peer: tuple[str, int], listener: Listener) -> None:
         sock.setblocking(True)
+        with contextlib.suppress(OSError):  # answers go out at once, not after an ACK
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = _Conn(sock, peer, listener)
         with self._lock:
             if len(self._conns) >= MAX_CONNECTIONS:
