@@ -28,7 +28,7 @@ import click
 import orjson
 
 from ..errors import ConfigError, LoopwardenError
-from ..hooks import clistate, fileinstall
+from ..hooks import clistate, fileinstall, shellhook
 from ..hooks._protocol import AGENTS
 from ..hooks.agents import ADAPTERS
 from ..hooks.settings import (
@@ -266,11 +266,40 @@ def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Rep
             report.info(f"command: {command}")
             _other_installation(agent, command, report)
             _run_hook(agent, command, report, env)
+            if shellhook.SCRIPT.name in command:
+                _check_shell_hook(env, report)
         if urls and data is not None:
             _check_http(agent, path, data, env, report)
     if found_any:
         _check_cli(agent, project, env, report)
     return found_any
+
+
+def _check_shell_hook(env: Mapping[str, str], report: _Report) -> None:
+    """The shell hook reaches the helper (the test event above set its port up)."""
+    from ..hooks._protocol import socket_path
+    from ..hooks.httpkeys import KeysError, helper_name, load_keys, probe
+
+    try:
+        keys = load_keys(env)
+    except KeysError as exc:
+        report.bad(f"{exc}; the shell hook runs the Python command for every event")
+        return
+    if keys is None:
+        report.bad(
+            "no HTTP hook key file: the shell hook runs the Python command for every event; "
+            "install again"
+        )
+        return
+    found = probe(keys.port, keys.token)
+    if found.kind == "served" and found.helper == helper_name(socket_path(env)):
+        report.ok(f"the shell hook reaches the helper at http://127.0.0.1:{keys.port}")
+        return
+    report.bad(
+        f"the shell hook cannot reach this installation's helper at 127.0.0.1:{keys.port} "
+        f"({found.kind}: {found.helper or found.detail or 'nothing'}): it runs the Python "
+        "command for every event (slower). 'loopwarden install' again moves to a free port"
+    )
 
 
 def _http_handlers(data: Mapping[str, Any], agent: str) -> list[dict[str, Any]]:
@@ -564,7 +593,8 @@ def _check_helper(env: Mapping[str, str], report: _Report, before: int | None) -
     report.ok(f"hook helper: running{started}, pid {pid}, socket {socket_path(env)}")
     report.info(
         f"it stays running to answer hook calls, and exits after {idle_text(env)} without "
-        "one ($LOOPWARDEN_HOOK_IDLE seconds); stop it now with 'loopwarden hook --stop-daemon'"
+        "one ($LOOPWARDEN_HOOK_IDLE seconds; at least an hour while it serves HTTP hooks); "
+        "stop it now with 'loopwarden hook --stop-daemon'"
     )
 
 

@@ -52,6 +52,7 @@ from .runner import handle
 
 __all__ = [
     "DEFAULT_IDLE_SECONDS",
+    "HTTP_IDLE_SECONDS",
     "idle_seconds",
     "idle_text",
     "main",
@@ -64,6 +65,8 @@ __all__ = [
 ]
 
 DEFAULT_IDLE_SECONDS = 900.0
+HTTP_IDLE_SECONDS = 3600.0
+"""A helper that serves HTTP hooks waits at least this long for an event before it exits."""
 _WORKERS = 4
 _STALE_CHECK_SECONDS = 2.0
 _LOCK_FD = 3  # where a spawned helper finds the lock its starter took
@@ -349,8 +352,13 @@ class _Server:
             self.serve_conn(conn)
 
     def idle_expired(self) -> bool:
+        idle = self.idle
+        if self.http is not None and self.http.ports():
+            # Nothing restarts a helper between two HTTP hook events of a turn (only the
+            # next prompt does): outlast a long tool call or a long think.
+            idle = max(idle, HTTP_IDLE_SECONDS)
         with self.lock:
-            return self.active == 0 and time.monotonic() - self.last > self.idle
+            return self.active == 0 and time.monotonic() - self.last > idle
 
 
 def serve(
