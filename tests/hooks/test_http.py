@@ -8,6 +8,7 @@ talks HTTP to that port as Claude Code would.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -16,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, Self
@@ -504,14 +506,42 @@ def test_more_connections_than_the_bound(env: dict[str, str]) -> None:
             conn.close()
 
 
+@contextlib.contextmanager
+def other_program(port: int) -> Iterator[None]:
+    """Another program on ``port``: it answers every request 404."""
+    server = socket.create_server(("127.0.0.1", port))
+    server.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                with contextlib.suppress(OSError):
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(10)
+        server.close()
+
+
 def test_a_port_taken_by_another_program_is_reported_and_install_moves(
     env: dict[str, str],
 ) -> None:
     """When another program listens on the port, the session's hooks tell the user (a
     systemMessage, and the hook log), and installing again moves to a free port."""
     keys = installed(env)
-    squatter = socket.create_server(("127.0.0.1", keys.port))
-    try:
+    with other_program(keys.port):
         answer = session_start(env)
         message = answer.json["systemMessage"]
         assert f"port {keys.port} on 127.0.0.1 is used by another program" in message
@@ -525,8 +555,6 @@ def test_a_port_taken_by_another_program_is_reported_and_install_moves(
         assert f"127.0.0.1:{moved.port}/" in user_file(env, "claude-code").read_text()
         assert session_start(env).json == {}
         assert probe(moved.port, moved.token).kind == "served"
-    finally:
-        squatter.close()
 
 
 def test_without_a_helper_the_user_is_told(env: dict[str, str]) -> None:
@@ -620,8 +648,18 @@ def test_doctor_checks_the_http_hooks(env: dict[str, str]) -> None:
     installed(env)  # the settings' key back
     stop_helper(env)
     wait_until(lambda: probe(keys.port, keys.token).kind == "closed", what="the port to close")
-    with socket.create_server(("127.0.0.1", keys.port)):
+    with other_program(keys.port):
         done = doctor(env, "--agent", "claude-code")
     assert done.returncode == 1
     assert "used by another program" in done.stdout
     assert f"port {keys.port} is not answered by this installation's helper" in done.stdout
+
+
+def test_a_port_that_accepts_but_never_answers_is_reported(env: dict[str, str]) -> None:
+    """A listener that takes connections and says nothing (a stopped helper, a stuck
+    program) is reported as such, without waiting for it more than once."""
+    keys = installed(env)
+    with socket.create_server(("127.0.0.1", keys.port)):
+        answer = session_start(env)
+    message = answer.json["systemMessage"]
+    assert f"something listens on 127.0.0.1:{keys.port} but does not answer" in message

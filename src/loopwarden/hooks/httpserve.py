@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from urllib.parse import parse_qsl
 
+from ..errors import LoopwardenError
 from ._protocol import AGENTS, ENV_KEYS
 from .httpkeys import (
     HEADER_CWD,
@@ -154,7 +155,7 @@ class Listener:
         self.check.close()
 
 
-class _Refused(Exception):
+class _Refused(LoopwardenError):
     """The request cannot be answered: the status to send; the connection is closed."""
 
     def __init__(self, status: int, text: str) -> None:
@@ -605,10 +606,6 @@ class HttpFront:
         return {key: value for key, value in found.items() if value}
 
     # -- stopping -----------------------------------------------------------------------
-    def busy(self) -> int:
-        with self._lock:
-            return sum(1 for c in self._conns if c.busy)
-
     def stop(self, grace: float) -> None:
         """Close the listeners and idle connections; wait up to ``grace`` s for requests
         in progress, then close what is left."""
