@@ -663,3 +663,27 @@ def test_a_port_that_accepts_but_never_answers_is_reported(env: dict[str, str]) 
         answer = session_start(env)
     message = answer.json["systemMessage"]
     assert f"something listens on 127.0.0.1:{keys.port} but does not answer" in message
+
+
+def test_a_prompt_hook_imports_nothing_more_when_the_port_is_served(env: dict[str, str]) -> None:
+    """Each prompt's command checks the port with builtins only: when this helper answers
+    there, it imports no more of loopwarden than any hook call."""
+    installed(env)
+    session_start(env)
+    prompt = {**p.claude_base("UserPromptSubmit"), "prompt": "poll"}
+    done = subprocess.run(
+        command_of(env, "UserPromptSubmit"),
+        shell=True,
+        input=orjson.dumps(prompt),
+        env={**env, "PYTHONPROFILEIMPORTTIME": "1"},
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.stdout == b"{}"
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.decode().splitlines()
+        if line.startswith("import time:")
+    }
+    ours = {name for name in imported if name.split(".")[0] == "loopwarden"}
+    assert ours == {"loopwarden", "loopwarden.hooks", "loopwarden.hooks._protocol"}
