@@ -43,7 +43,7 @@ from loopwarden.hooks.peeruid import PeerCheck
 from loopwarden.stores.sqlite import SQLiteStore, default_state_path
 from tests._wait import wait_until
 from tests.hooks import payloads as p
-from tests.hooks.conftest import SMALL, Answer, Hook, stop_helper
+from tests.hooks.conftest import SMALL, Answer, Hook, helper_ready, stop_helper
 from tests.hooks.test_claude_code import compacted_then_looping, script
 from tests.hooks.test_install import install, user_file
 
@@ -668,8 +668,9 @@ def test_a_port_that_accepts_but_never_answers_is_reported(env: dict[str, str]) 
 def test_a_prompt_hook_imports_nothing_more_when_the_port_is_served(env: dict[str, str]) -> None:
     """Each prompt's command checks the port with builtins only: when this helper answers
     there, it imports no more of loopwarden than any hook call."""
-    installed(env)
+    keys = installed(env)
     session_start(env)
+    assert helper_ready(env) and probe(keys.port, keys.token).kind == "served"
     prompt = {**p.claude_base("UserPromptSubmit"), "prompt": "poll"}
     done = subprocess.run(
         command_of(env, "UserPromptSubmit"),
