@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -77,8 +78,11 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
+@functools.cache
 def package_version() -> str:
-    """The installed loopwarden version, or ``0+unknown`` in a bare source tree."""
+    """The installed loopwarden version, or ``0+unknown`` in a bare source tree. Read once
+    per process: the package metadata is parsed whole (as long as replaying a few dozen
+    calls), and a report names the version every time."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

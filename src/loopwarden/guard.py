@@ -60,6 +60,7 @@ T = TypeVar("T")
 _MAX_PENDING = 256
 # Built for every call: from a tuple, without the Python frame of a NamedTuple's __new__.
 _new_done: Callable[[tuple[Any, ...]], Done] = functools.partial(tuple.__new__, Done)
+_new_outcome: Callable[[tuple[Any, ...]], Outcome] = functools.partial(tuple.__new__, Outcome)
 _new = object.__new__
 
 
@@ -313,13 +314,20 @@ class RunGuard:
             call_id = guard_text(call_id)
         key = call_id if call_id is not None else args_hash
         tools = self.tools
-        unregistered = None if tools is None else tool not in tools
-        call = Call(tool, args_hash, poll, key, call_id, unregistered)
+        call: Call = _new(Call)  # field by field, as in _call: no __init__ frame
+        call.tool, call.sig, call.poll, call.key, call.call_id = tool, args_hash, poll, key, call_id
+        call.unregistered = None if tools is None else tool not in tools
         try:
             now = self._clock()
-            step = self._transact(before, call, now)
+            state = self._state
+            if state is not None and state.lock is None and not state.detached:
+                step = before(state, call, now)  # _transact on a one-thread store (replay's)
+            else:
+                step = self._transact(before, call, now)
         except Exception as exc:
             return self._failed("before_call", exc)
+        if step is QUIET and self._record is None:  # most calls: nothing to do after commit
+            return ALLOW
         return self._decided(step, call, None, now)
 
     def after_call(
@@ -396,10 +404,17 @@ class RunGuard:
             call_id = guard_text(call_id)
         if unknown_tool_name is not None:
             unknown_tool_name = guard_text(unknown_tool_name)
-        outcome = Outcome(outcome_hash, unknown_tool_name, is_error)
+        outcome = _new_outcome((outcome_hash, unknown_tool_name, is_error))
         profiles = self._profiles
         sourced = self._sourced and (result is not MISSING or error is not MISSING)
-        masker = profiles.masker_for(tool) if sourced else None
+        masker = None
+        if sourced:  # the tool's masker, looked up once per tool (as in _outcome)
+            maskers = self._maskers
+            masker = maskers.get(tool, maskers)
+            if masker is maskers:
+                masker = profiles.masker_for(tool)
+                if len(maskers) < 256:
+                    maskers[tool] = masker
         params = None if params is MISSING else params
         key = call_id if call_id is not None else args_hash
         done = _new_done(
@@ -419,9 +434,15 @@ class RunGuard:
         )
         try:
             now = self._clock()
-            step = self._transact(after, done, now)
+            state = self._state
+            if state is not None and state.lock is None and not state.detached:
+                step = after(state, done, now)  # _transact on a one-thread store (replay's)
+            else:
+                step = self._transact(after, done, now)
         except Exception as exc:
             self._failed("after_call", exc)
+            return None
+        if step is QUIET and self._record is None:
             return None
         return self._recorded(step, done, None, now)
 
@@ -613,7 +634,7 @@ class RunGuard:
         """
         parsed = _choice(choice)
         try:
-            stands = self._transact(resume, parsed, stop._key)
+            stands = self._transact(resume, parsed, stop._key, _stop_of(stop))
         except Exception as exc:
             self._failed("resume", exc)
             raise stop from None
@@ -625,7 +646,7 @@ class RunGuard:
         """Async form of :meth:`resume`."""
         parsed = _choice(choice)
         try:
-            stands = await self._atransact(resume, parsed, stop._key)
+            stands = await self._atransact(resume, parsed, stop._key, _stop_of(stop))
         except Exception as exc:
             self._failed("resume", exc)
             raise stop from None
@@ -707,6 +728,11 @@ class RunGuard:
         if self.guard.fail_closed and where == "before_call":
             return Decision("block", fail_closed(type(exc).__name__))
         return ALLOW
+
+
+def _stop_of(stop: LoopAbort) -> Stop:
+    """The run state's record of a stop, from the exception that reported it."""
+    return Stop(stop.tool_name, stop.count, stop.code, stop.message)
 
 
 def _choice(choice: Choice | str) -> Choice:

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Protocol
 from ._canonical import digest, to_plain
 from ._util import guard_text
 from .profiles import DEFAULT_REGISTRY, OutcomeProfile, ProfileRegistry
+from .profiles.coding_agents import UNKNOWN_TOOL_HINTS as _UNKNOWN_HINTS
 from .profiles.coding_agents import UNKNOWN_TOOL_PATTERNS as _UNKNOWN_PATTERNS
 from .profiles.openclaw import (
     DELIVERY_MARKERS as _DELIVERY_MARKERS,
@@ -72,6 +73,9 @@ class Outcome(NamedTuple):
 
 
 _NO_OUTCOME = Outcome(None)
+# One is made for every outcome: from a tuple, without the Python frame of a NamedTuple's
+# __new__ (``_new_outcome((hash, unknown_tool_name, is_error))``).
+_new_outcome: Callable[[tuple[Any, ...]], Outcome] = functools.partial(tuple.__new__, Outcome)
 
 
 class ToolOutcome(NamedTuple):
@@ -108,12 +112,19 @@ def extract_unknown_tool_name(message: str) -> str | None:
     folded = text.casefold()
     if "tool" not in folded and "unsupported call" not in folded:
         return None
-    for pattern in _UNKNOWN_PATTERNS:
+    # In ASCII text a pattern matches (ignoring case) only where its words are, lower-cased.
+    ascii_text = text.isascii()
+    for pattern, hints in _UNKNOWN_SEARCH:
+        if ascii_text and not all(any(word in folded for word in group) for group in hints):
+            continue
         match = pattern.search(text)
         if match:
             # Bounded as the guard bounds the names of calls (it is kept with the outcome).
             return guard_text(match.group(1).strip().lower())
     return None
+
+
+_UNKNOWN_SEARCH = tuple(zip(_UNKNOWN_PATTERNS, _UNKNOWN_HINTS, strict=True))
 
 
 def is_known_poll(tool: str, params: Any, profiles: ProfileRegistry = DEFAULT_REGISTRY) -> bool:
@@ -143,7 +154,7 @@ def _error_message(error: Any) -> str:
 
 
 def _error_outcome(message: str) -> Outcome:
-    return Outcome("error:" + digest(message), extract_unknown_tool_name(message), True)
+    return _new_outcome(("error:" + digest(message), extract_unknown_tool_name(message), True))
 
 
 def _content_parts(content: Any) -> tuple[str, list[Any]]:
@@ -310,8 +321,10 @@ def _hash_outcome(
     scrub = profile is not None and profile.scrubs
     t = type(result)
     if t is not dict:
-        if t not in _SIMPLE_RESULTS:
-            result = to_plain(result)  # framework result objects by their data
+        if t in _SIMPLE_RESULTS:  # text, numbers, lists: never a mapping (no ABC check)
+            plain = _scrub(result, profile) if scrub else result  # type: ignore[arg-type]
+            return _new_outcome((digest(plain), None, False))
+        result = to_plain(result)  # framework result objects by their data
         if not isinstance(result, Mapping):
             return Outcome(digest(_scrub(result, profile) if scrub else result))  # type: ignore[arg-type]
 
@@ -323,7 +336,8 @@ def _hash_outcome(
         if raw_details is _ABSENT:
             raw_details = get("structured_content", _ABSENT)
     if content is _ABSENT and raw_details is _ABSENT:
-        return Outcome(digest(_scrub(result, profile) if scrub else result))  # type: ignore[arg-type]
+        plain = _scrub(result, profile) if scrub else result  # type: ignore[arg-type]
+        return _new_outcome((digest(plain), None, False))
     is_error = get("isError") is True or get("is_error") is True
     return _shaped(tool, params, content, raw_details, is_error, profile, profiles)
 
@@ -384,11 +398,13 @@ def _shaped(
     generic: dict[str, Any] = {"details": details, "text": text}
     if others:
         generic["blocks"] = others
-    return Outcome(digest(_scrub(generic, profile) if scrub else generic))  # type: ignore[arg-type]
+    plain = _scrub(generic, profile) if scrub else generic  # type: ignore[arg-type]
+    return _new_outcome((digest(plain), None, False))
 
 
 _EXIT_KEYS = ("exitCode", "exit_code", "returncode")
 _WAIT_KEYS = ("command", "cmd", "script", "code", "commands")
+_WAIT_KEY_SET = frozenset(_WAIT_KEYS)
 
 
 class Source(Protocol):
@@ -509,7 +525,10 @@ _WAIT_WORD = re.compile(r"(?<![\w.-])(?:--?)?(?:sleep|watch|wait)(?![\w-])")
 
 def is_wait_command(params: Any) -> bool:
     """True when a call's command text sleeps, watches or waits (it is waiting on purpose)."""
-    if not isinstance(params, Mapping):
+    if type(params) is dict:
+        if _WAIT_KEY_SET.isdisjoint(params):
+            return False  # no command to read (a C-level test of the keys)
+    elif not isinstance(params, Mapping):
         return False
     for key in _WAIT_KEYS:
         value = params.get(key)

@@ -16,6 +16,7 @@ The post-compaction abort (``compaction_loop_persisted``) is never put to a pers
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
@@ -38,6 +39,8 @@ OnStop = Literal["answer", "raise", "ask"]
 ON_STOP: tuple[str, ...] = get_args(OnStop)
 Choice = Literal["allow_once", "stop", "continue"]
 CHOICES: tuple[str, ...] = get_args(Choice)
+# How the rules' stop messages begin (engine/messages.py).
+_STOPPED = re.compile(r"(?:the )?loopwarden (?:global circuit breaker )?stopped this run: ")
 
 # Words a person (or a host's approval answer) may use for each choice.
 _SYNONYMS = {
@@ -130,6 +133,15 @@ class StopReport:
                 text = text[len(prefix) :]
         return text
 
+    def reason(self) -> str:
+        """What happened, for a sentence that already says the run was stopped: :meth:`what`
+        without its own "loopwarden stopped this run:" (or the circuit breaker's)."""
+        text = self.what()
+        found = _STOPPED.match(text)
+        if found is None:
+            return text
+        return text[found.end() :]
+
     def summary(self) -> str:
         """One paragraph for the person who runs the agent: the rule, the tool, the count,
         and what the stop saved."""
@@ -182,8 +194,8 @@ def final_answer_request(report: StopReport) -> str:
     """The instruction for the run's last model turn (no tools): why the run was stopped,
     and what to report."""
     return (
-        "loopwarden has stopped this run because it was stuck in a loop: "
-        f"{report.what()} No tools are available any more. Write your final answer to the "
+        f"loopwarden has stopped this run because it was stuck in a loop (rule {report.code}): "
+        f"{report.reason()} No tools are available any more. Write your final answer to the "
         "user now, as plain text: what you did and found so far, what is left undone, and "
         "what the user should do next (for example check something by hand, or give you "
         "different instructions). Do not ask to call tools and do not retry the call."
@@ -228,8 +240,8 @@ def choose_on_stop(given: str | None, configured: str | None, *, person: bool) -
 def ask_question(report: StopReport) -> str:
     """The question a host's approval flow shows the person."""
     return (
-        f"loopwarden stopped this run: {report.what()} Let the call run once more, stop the "
-        "run, or let it continue with a note for the agent?"
+        f"loopwarden stopped this run (rule {report.code}): {report.reason()} Let the call "
+        "run once more, stop the run, or let it continue with a note for the agent?"
     )
 
 

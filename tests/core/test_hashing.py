@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loopwarden._canonical import canonical_bytes, digest
+from loopwarden._canonical import _Normaliser, canonical_bytes, digest
 from loopwarden.hashing import (
     ToolOutcome,
     args_hash,
@@ -161,6 +161,24 @@ class TestCanonical:
         assert digest({1: "a", "1": "b"}) == digest({"1": "b", 1: "a"})
         assert digest({(1, 2): "x"}) == digest({"[1,2]": "x"})
 
+    def test_keys_that_are_not_exactly_str_take_the_normalising_path(self) -> None:
+        """The fast path leaves key types to orjson: a key of a str subclass, an enum or
+        another type still hashes as the normalising path writes it."""
+
+        class Key(str):
+            pass
+
+        class Colour(enum.StrEnum):
+            RED = "red"
+
+        for value in ({Key("k"): 1}, {Colour.RED: 1}, {"a": {2: "b"}}, [{None: 1}]):
+            normalised = orjson.dumps(_Normaliser().value(value, 0), option=orjson.OPT_SORT_KEYS)
+            assert canonical_bytes(value) == normalised
+            assert digest(value) == hashlib.sha256(normalised).hexdigest()
+        # An enum key is written as its JSON value, unlike the plain string key.
+        assert digest({Colour.RED: 1}) != digest({"red": 1})
+        assert digest({Key("k"): 1}) == digest({"k": 1})
+
     def test_big_integers_and_deep_nesting(self) -> None:
         """Integers beyond 64 bits and very deep values still hash, exactly."""
         assert digest(10**30) != digest(10**30 + 1)
@@ -264,6 +282,46 @@ class TestUnknownToolName:
 
         for pattern in UNKNOWN_TOOL_PATTERNS:
             assert "tool" in pattern.pattern or "unsupported call" in pattern.pattern
+
+    def test_every_pattern_holds_the_words_its_hints_name(self) -> None:
+        """Each pattern is skipped on ASCII text only when a word it matches literally is
+        missing: its hints are words of the pattern, and every wording above still needs
+        its pattern."""
+        from loopwarden.profiles.coding_agents import UNKNOWN_TOOL_HINTS, UNKNOWN_TOOL_PATTERNS
+
+        assert len(UNKNOWN_TOOL_HINTS) == len(UNKNOWN_TOOL_PATTERNS)
+        for pattern, hints in zip(UNKNOWN_TOOL_PATTERNS, UNKNOWN_TOOL_HINTS, strict=True):
+            assert hints
+            for group in hints:
+                assert all(word == word.lower() for word in group)
+                assert all(word in pattern.pattern.lower() for word in group), pattern.pattern
+            # Every alternative of a group is one the pattern offers at that place.
+            if len(hints) > 1:
+                tail = pattern.pattern.rsplit("(?:", 1)[1].rstrip(")")
+                assert set(tail.split("|")) == set(hints[-1])
+
+    @pytest.mark.parametrize(
+        "message",
+        [
+            "Ünknown: Unknown tool: café_tool",  # not ASCII: every pattern is run
+            "TOOL   Exec   NOT FOUND",
+            "tool exec does not exist",
+            "Tried to call unavailable tool: 'ghost'",
+            "error:  ghost is not a valid tool",
+        ],
+    )
+    def test_hints_skip_nothing_that_matches(self, message: str) -> None:
+        """The result is the one every pattern in order gives, with or without the hints."""
+        from loopwarden.profiles.coding_agents import UNKNOWN_TOOL_PATTERNS
+
+        expected = None
+        for pattern in UNKNOWN_TOOL_PATTERNS:
+            match = pattern.search(message.strip())
+            if match:
+                expected = match.group(1).strip().lower()
+                break
+        assert expected is not None
+        assert extract_unknown_tool_name(message) == expected
 
     def test_wording_deep_in_a_long_error(self) -> None:
         """A long error (a trace, a command's output) is still searched whole."""

@@ -60,7 +60,7 @@ def test_usage_reported_by_a_host_gives_the_savings() -> None:
         "turns (about 25,500 tokens) before its max_turns of 25."
     )
     assert used.to_dict()["saved_tokens"] == 25_500
-    assert "stopped this run: x." in final_answer_request(used)
+    assert "stuck in a loop (rule cycle): x. No tools" in final_answer_request(used)
 
 
 def test_allow_once_runs_the_refused_call_and_the_next_repeat_stops_again() -> None:
@@ -242,3 +242,39 @@ def test_a_finished_job_loses_the_wait_wording() -> None:
         "progress in its result. Wait longer between checks, or report the task as failed "
         "if the process looks stuck."
     ]
+
+
+def test_stop_holds_where_another_answer_had_lifted_the_stop(tmp_path: Path) -> None:
+    """Two people answer the same stop through two guards on one SQLite file: the newest
+    answer wins, and a ``stop`` after a ``continue`` stops the run again."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with _pair(url) as (first, second):
+        run_a = first.run("shared")
+        stop = loop_until_stopped(run_a)
+        run_b = second.run("shared")
+        run_b.resume(stop, "continue", note="go on")
+        assert run_a.before_call("read_file", {"path": "x.py"}, call_id="x").action == "allow"
+        with capture_events() as events, pytest.raises(lw.LoopAbort):
+            run_a.resume(stop, "stop")
+        assert [e.action for e in events] == []  # a stop is no "resume"
+        with pytest.raises(lw.CircuitBreakerTripped):
+            run_b.before_call("read_file", {"path": "y.py"}, call_id="y")
+
+
+def test_continue_keeps_the_rules_state_storable(tmp_path: Path) -> None:
+    """After ``continue`` the run's fresh rules and window are what the SQLite store writes:
+    a second guard on the same file reads the same run, and its rules go on counting."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with _pair(url) as (first, second):
+        run = first.run("r")
+        stop = loop_until_stopped(run)
+        run.resume(stop, "continue")
+        for n in range(4):
+            run.before_call("grep", {"q": "x"}, call_id=f"g{n}")
+            run.after_call("grep", {"q": "x"}, call_id=f"g{n}", result="none")
+        other = second.run("r")
+        snapshot = other.snapshot()
+        assert snapshot["stopped"] is None
+        assert [r["tool_name"] for r in snapshot["records"]] == ["grep"] * 4
+        warned = other.before_call("grep", {"q": "x"}, call_id="g4")
+    assert warned.action == "warn"  # the 5th identical call in a row: consecutive_repeat

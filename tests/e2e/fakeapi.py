@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["APIS", "Script", "serve"]
+__all__ = ["APIS", "NOOP_HOOK_PATH", "Script", "serve"]
 
 # Text of the last message of a summarization request (Claude Code, Codex, Gemini).
 SUMMARY_MARKERS = (
@@ -48,6 +48,9 @@ SUMMARY_MARKERS = (
     "summarize this session for continuation",  # Cline CLI
 )
 Answer = Iterator[bytes] | bytes | tuple[int, bytes]
+NOOP_HOOK_PATH = "/noop-hook"
+"""POSTs here are answered ``{}`` at once and not logged: a Claude Code HTTP hook that
+does nothing, to measure what the CLI itself spends on one."""
 
 
 class Script:
@@ -314,6 +317,9 @@ def serve(spec: dict[str, Any], log: Path, port: int = 0) -> ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # The head and the body are two writes: without this, on a kept-alive connection
+        # the body waits for the client's delayed ACK of the head (40 ms on Linux).
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             return  # the JSONL log is the record
@@ -346,6 +352,9 @@ def serve(spec: dict[str, Any], log: Path, port: int = 0) -> ThreadingHTTPServer
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if self.path.startswith(NOOP_HOOK_PATH):
+                self._send(200, b"{}")  # an HTTP hook that does nothing (benchmarks)
+                return
             try:
                 body = json.loads(raw) if raw else None
             except ValueError:

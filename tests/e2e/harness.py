@@ -169,6 +169,10 @@ class Workspace:
     runtime: Path
     netns: list[str]
     extra_settings: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
+    """More environment variables for the CLI (and so for its hooks)."""
+    api_port: int = 0
+    """A fixed port for the fake API (0: the CLI's own, or any free one)."""
 
     def __post_init__(self) -> None:
         self.home = self.root / "home"
@@ -193,6 +197,7 @@ class Workspace:
             **QUIET_ENV,
         }
         env.update(AGENTS[self.agent].env(self))
+        env.update(self.environment)
         return env
 
     def loopwarden(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -306,8 +311,8 @@ class Workspace:
             "result": str(result),
             "runs": runs,
         }
-        if agent.port:
-            spec["port"] = agent.port
+        if agent.port or self.api_port:
+            spec["port"] = agent.port or self.api_port
         spec_path = self.root / f"spec-{n}.json"
         spec_path.write_text(json.dumps(spec))
         done = subprocess.run(

@@ -1,5 +1,10 @@
 """Claude Code 2.1.332 with loopwarden's hook, against a scripted Anthropic API.
 
+``loopwarden install claude-code`` writes HTTP hooks for the tool-call events
+(answered by the hook helper, in another network namespace than the CLI's
+sandbox: the session-start command hands it the port), so every test here runs
+them, unless it installs command hooks (``--command``) itself.
+
 The stop is ``continue: false`` on PreToolUse (or PostToolBatch): the run ends
 with ``terminal_reason: hook_stopped`` before another model request, every
 time. Calls of a missing tool are seen in PostToolBatch; ``/compact`` arms the
@@ -8,6 +13,7 @@ session's next prompt; no PreCompact hook shows its command to the model.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -211,3 +217,61 @@ def test_a_loop_through_auto_compaction_ends_with_the_compaction_abort(
     ]
     assert [classify(n) for n in notices] == ["stop"], notices
     assert "compaction" in notices[0], notices
+
+
+def informational(outcome: Outcome) -> list[str]:
+    """The ``system`` notices of the last run's stream-json output."""
+    return [
+        e.get("content", "")
+        for e in outcome.runs[-1].events()
+        if e.get("type") == "system" and e.get("subtype") == "informational"
+    ]
+
+
+def test_the_hooks_are_http_hooks(ws: Workspace) -> None:
+    """The default install hooks the tool calls over HTTP: no hook process runs for a tool
+    call, and the helper's answers still reach the model."""
+    hooks = json.loads(ws.settings.read_text())["hooks"]
+    assert [h["type"] for g in hooks["PreToolUse"] for h in g["hooks"]] == ["command", "http"]
+    assert [h["type"] for g in hooks["PostToolBatch"] for h in g["hooks"]] == ["http"]
+    ws.write_config(SMALL)
+    outcome = ws.run([ws.poll(ws.thresholds().stop + 5)])
+    check_no_progress_loop(ws, outcome)
+
+
+def test_command_hooks_still_work(ws: Workspace) -> None:
+    """``install --command`` (the project default) replaces the HTTP hooks by command hooks,
+    with the same warnings, blocks and stop."""
+    ws.install("--command")
+    assert '"type": "http"' not in ws.settings.read_text()
+    ws.write_config(SMALL)
+    outcome = ws.run([ws.poll(ws.thresholds().stop + 5)])
+    check_no_progress_loop(ws, outcome)
+
+
+def test_without_a_helper_every_call_runs_and_the_user_is_told(ws: Workspace) -> None:
+    """With the hook helper switched off nothing answers the HTTP hooks: Claude Code runs
+    every call (the hooks fail open), and the prompt's hook tells the user why."""
+    ws.environment["LOOPWARDEN_HOOK_DAEMON"] = "0"
+    ws.write_config(SMALL)
+    calls = ws.thresholds().stop + 2
+    outcome = ws.run([ws.poll(calls)])
+    assert outcome.executions == calls
+    assert set(kinds(outcome)) == {None}  # no warning, block or stop reached the model
+    assert final(outcome)["terminal_reason"] == "completed"
+    notices = informational(outcome)
+    assert any("helper is switched off" in n and "not checked" in n for n in notices), notices
+    assert any("didn't check this action" in n for n in notices), notices
+
+
+def test_a_refused_key_fails_open(ws: Workspace) -> None:
+    """A key the helper refuses (401) leaves Claude Code running every call, unchecked."""
+    path = ws.settings
+    key = json.loads(path.read_text())["hooks"]["PostToolBatch"][0]["hooks"][0]["headers"]
+    path.write_text(path.read_text().replace(key["X-Loopwarden-Token"], "0" * 64))
+    ws.write_config(SMALL)
+    calls = ws.thresholds().stop + 2
+    outcome = ws.run([ws.poll(calls)])
+    assert outcome.executions == calls
+    assert final(outcome)["terminal_reason"] == "completed"
+    assert any("didn't check this action" in n for n in informational(outcome))

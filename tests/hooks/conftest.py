@@ -33,8 +33,9 @@ LAUNCHER = shlex.split(hook_command("claude-code"))[:-1]
 
 
 def installed_command(agent: str) -> str:
-    """The hook command ``loopwarden install AGENT`` writes from this virtualenv."""
-    return shlex.join([*LAUNCHER, agent])
+    """The hook command ``loopwarden install AGENT`` writes from this virtualenv (Codex
+    CLI and Gemini CLI: the shell hook around it, where bash can run it)."""
+    return hook_command(agent)
 
 
 SMALL = {

@@ -176,7 +176,8 @@ def test_doctor_says_it_leaves_the_helper_running(hook_env: dict[str, str], tmp_
         )
         assert (
             "it stays running to answer hook calls, and exits after 15 minutes without one "
-            "($LOOPWARDEN_HOOK_IDLE seconds); stop it now with 'loopwarden hook --stop-daemon'"
+            "($LOOPWARDEN_HOOK_IDLE seconds; at least an hour while it serves HTTP hooks); "
+            "stop it now with 'loopwarden hook --stop-daemon'"
         ) in done.stdout
         again = doctor({**env, "LOOPWARDEN_HOOK_IDLE": "90"}, "--agent", "claude-code")
         assert f"[ok] hook helper: running, pid {pid}," in again.stdout  # not started again

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from loopwarden.hooks import shellhook
 from loopwarden.hooks.agents import ADAPTERS
 from loopwarden.hooks.fileinstall import FILE_AGENTS
+from loopwarden.hooks.settings import split_hook_command
 from tests.hooks.conftest import LAUNCHER, LOOPWARDEN, installed_command
 
 EXISTING = {
@@ -56,7 +58,11 @@ def backups(path: Path) -> list[Path]:
 def ours(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Event -> loopwarden groups in a settings object."""
     return {
-        event: [g for g in groups if any("loopwarden" in h["command"] for h in g["hooks"])]
+        event: [
+            g
+            for g in groups
+            if any("loopwarden" in h.get("command", h.get("url", "")) for h in g["hooks"])
+        ]
         for event, groups in data.get("hooks", {}).items()
     }
 
@@ -64,8 +70,9 @@ def ours(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 # Copilot's hooks have a shape of their own (tests/hooks/test_copilot_qwen.py).
 @pytest.mark.parametrize("agent", sorted(set(ADAPTERS) - set(FILE_AGENTS) - {"copilot"}))
 def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) -> None:
-    """A fresh install registers every event of the agent with the absolute hook command."""
-    done = install(hook_env, agent)
+    """A fresh install registers every event of the agent with the absolute hook command
+    (Claude Code: its command hooks; its HTTP hooks in tests/hooks/test_http.py)."""
+    done = install(hook_env, agent, *(["--command"] if agent == "claude-code" else []))
     assert done.returncode == 0, done.stderr
     path = user_file(hook_env, agent)
     data = json.loads(path.read_text())
@@ -76,8 +83,14 @@ def test_fresh_install_writes_every_event(hook_env: dict[str, str], agent: str) 
         assert group.get("matcher") == matcher
         [handler] = group["hooks"]
         assert handler["type"] == "command"
-        words = shlex.split(handler["command"])
-        assert words == [*LAUNCHER, agent]
+        found = split_hook_command(handler["command"])
+        assert found is not None and found[1] == [agent]
+        launcher = found[0]
+        if agent in shellhook.AGENTS and shellhook.bash_path() is not None:
+            # The shell hook, then the count and words of the Python hook it falls back to.
+            assert launcher[:3] == [shellhook.bash_path(), str(shellhook.SCRIPT), "4"]
+            launcher = launcher[3:]
+        assert launcher == LAUNCHER
         assert handler["timeout"] == (30000 if agent == "gemini" else 30)
     assert backups(path) == []  # nothing to back up
     assert "check it with: loopwarden doctor" in done.stdout

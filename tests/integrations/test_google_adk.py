@@ -525,7 +525,7 @@ async def ask_adk(
     assert request.id is not None and request.args is not None
     assert request.args["originalFunctionCall"]["id"] == "c7"
     hint = request.args["toolConfirmation"]["hint"]
-    assert hint.startswith("loopwarden stopped this run: ")
+    assert hint.startswith("loopwarden stopped this run (rule global_circuit_breaker): ")
     assert len(server.requests) == 8 and len(ran) == 5  # paused: the model is not asked
     return runner, server, session.id, request.id, stack
 

@@ -978,7 +978,7 @@ def test_docs_ask_example_runs(counter: Counter, poll_status: Any) -> None:
         with contextlib.redirect_stdout(printed):
             exec(compile(code, "langchain-ask", "exec"), namespace)
     lines = printed.getvalue().splitlines()
-    assert lines[0].startswith("loopwarden stopped this run: the loopwarden global circuit")
+    assert lines[0].startswith("loopwarden stopped this run (rule global_circuit_breaker): ")
     assert lines[-1] == UNDERSTOOD and len(lines) == 2
 
 

@@ -741,7 +741,9 @@ async def test_ask_puts_the_stop_to_the_person_as_a_tool_approval(choice: str, h
         [item] = result.interruptions
         assert item.raw_item.call_id == "c7" and item.tool_name == "poll_status"
         question = guard.question(item)
-        assert question is not None and question.startswith("loopwarden stopped this run: ")
+        assert question is not None and question.startswith(
+            "loopwarden stopped this run (rule global_circuit_breaker): "
+        )
         state = result.to_state()
         note = "Job 42 is slow today; report that and stop."
         if how == "helper":

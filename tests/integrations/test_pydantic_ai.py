@@ -841,7 +841,7 @@ def test_docs_ask_example_runs(counter: Counter) -> None:
         with contextlib.redirect_stdout(printed):
             exec(compile(code, "pydantic-ai-ask", "exec"), namespace)
     lines = printed.getvalue().splitlines()
-    assert lines[0].startswith("loopwarden stopped this run: the loopwarden global circuit")
+    assert lines[0].startswith("loopwarden stopped this run (rule global_circuit_breaker): ")
     assert lines[-1] == UNDERSTOOD and len(lines) == 2
 
 

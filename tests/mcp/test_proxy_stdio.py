@@ -88,7 +88,7 @@ async def test_stuck_loop_is_warned_then_blocked_then_stopped(config_file):
         # The 7th reaches the circuit breaker: the loop is stopped, and stays stopped.
         for index in (6, 7):
             assert results[index].is_error
-            assert "circuit breaker stopped this run" in bodies[index][0]
+            assert "(rule global_circuit_breaker): poll_status returned" in bodies[index][0]
             assert STOPPED in bodies[index][0]
 
         # Every further call of this run is refused too, whatever the tool.

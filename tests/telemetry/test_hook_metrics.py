@@ -130,9 +130,10 @@ def test_a_hook_process_on_its_own_serves_nothing(env: dict[str, str]) -> None:
 
 
 def test_install_puts_the_option_into_the_hook_command(env: dict[str, str]) -> None:
-    """`loopwarden install AGENT --metrics HOST:PORT` writes it into the hook command."""
+    """`loopwarden install AGENT --metrics HOST:PORT` writes it into the hook command (and
+    into the URL of Claude Code's HTTP hooks)."""
     argv = [str(LOOPWARDEN), "install", "claude-code", "--dry-run", "--metrics", "127.0.0.1:9464"]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run([*argv, "--command"], env=env, capture_output=True, text=True, check=True)
     commands = [
         handler["command"]
         for groups in orjson.loads(done.stdout)["hooks"].values()
@@ -140,5 +141,14 @@ def test_install_puts_the_option_into_the_hook_command(env: dict[str, str]) -> N
         for handler in group["hooks"]
     ]
     assert commands and all(c.endswith(" claude-code --metrics 127.0.0.1:9464") for c in commands)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    urls = [
+        handler["url"]
+        for groups in orjson.loads(done.stdout)["hooks"].values()
+        for group in groups
+        for handler in group["hooks"]
+        if handler["type"] == "http"
+    ]
+    assert urls and all(u.endswith("?arg=--metrics&arg=127.0.0.1%3A9464") for u in urls)
     bad = subprocess.run([*argv[:-1], "9464x"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "--metrics: invalid metrics address '9464x'" in bad.stderr

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -147,12 +148,15 @@ def input_format(value: str) -> str | None:
         raise click.BadParameter(str(exc), param_hint="--input-format") from None
 
 
-def plan(paths: Sequence[str], forced: str | None) -> list[Shard]:
-    """The shards of the inputs; a path that names nothing is a usage error."""
-    from ..fleet import plan_shards
+def plan(paths: Sequence[str], forced: str | None, *, split: bool = True) -> list[Shard]:
+    """The shards of the inputs; a path that names nothing is a usage error. ``split``
+    False: whole files only (one process reads them all; ranges would only cost a scan)."""
+    from ..fleet import SPLIT_BYTES, plan_shards
     from ..traces import TraceInputError
 
     try:
-        return plan_shards(paths, input_format=forced)
+        return plan_shards(
+            paths, input_format=forced, split_bytes=SPLIT_BYTES if split else sys.maxsize
+        )
     except TraceInputError as exc:
         raise UsageFailure(str(exc)) from None

@@ -14,6 +14,7 @@ something is broken; every problem says what to do.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -21,12 +22,13 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
 
 from ..errors import ConfigError, LoopwardenError
-from ..hooks import clistate, fileinstall
+from ..hooks import clistate, fileinstall, shellhook
 from ..hooks._protocol import AGENTS
 from ..hooks.agents import ADAPTERS
 from ..hooks.settings import (
@@ -37,6 +39,7 @@ from ..hooks.settings import (
     hook_command,
     installed_hooks,
     is_loopwarden_command,
+    is_loopwarden_url,
     read_settings,
     settings_path,
     split_hook_command,
@@ -94,15 +97,9 @@ def _cleanup(
         ctx.close()
 
 
-def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str]) -> None:
-    words = shlex.split(command)
-    exe = words[0] if words else ""
-    if not (os.path.isabs(exe) and os.access(exe, os.X_OK)) and shutil.which(exe) is None:
-        report.bad(f"command not found: {exe!r} (reinstall with 'loopwarden install {agent}')")
-        return
-    session = f"loopwarden-doctor-{uuid.uuid4().hex[:12]}"
-    adapter = ADAPTERS[agent]
-    event = adapter.probe_event(session) or {
+def _probe_event(agent: str, session: str) -> dict[str, object]:
+    """The harmless pre-call event doctor sends through a hook."""
+    event = ADAPTERS[agent].probe_event(session) or {
         "session_id": session,
         "transcript_path": "",
         "cwd": os.getcwd(),
@@ -114,6 +111,22 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
         event.update(prompt_id=f"doctor-{session}", tool_use_id="doctor-1")
     elif agent == "codex":
         event.update(turn_id=f"doctor-{session}", tool_use_id="doctor-1")
+    return event
+
+
+def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str]) -> None:
+    words = shlex.split(command)
+    exe = words[0] if words else ""
+    if not (os.path.isabs(exe) and os.access(exe, os.X_OK)) and shutil.which(exe) is None:
+        report.bad(f"command not found: {exe!r} (reinstall with 'loopwarden install {agent}')")
+        return
+    session = f"loopwarden-doctor-{uuid.uuid4().hex[:12]}"
+    adapter = ADAPTERS[agent]
+    event = _probe_event(agent, session)
+    serves = "--http-port" in _hook_words(command)
+    if serves:  # the session-start command: what Claude Code sends it
+        event = {"session_id": session, "transcript_path": "", "cwd": os.getcwd()}
+        event.update(hook_event_name="SessionStart", source="startup")
     start = time.perf_counter()
     try:
         done = subprocess.run(
@@ -143,11 +156,17 @@ def _run_hook(agent: str, command: str, report: _Report, env: Mapping[str, str])
     if not isinstance(answer, dict):
         report.bad(f"the hook printed JSON that is not an object: {answer!r}")
         return
+    if serves and answer.get("systemMessage"):
+        report.bad(str(answer["systemMessage"]))
+        return
     if answer:
         report.bad(f"a harmless test call was not simply allowed: {answer}")
         return
     if err:
         report.bad(f"the hook allowed the test call but reported: {err}")
+        return
+    if serves:
+        report.ok(f"test SessionStart event answered in {elapsed:.0f} ms (HTTP hooks served)")
         return
     report.ok(f"test {_pre_event(agent)} event allowed in {elapsed:.0f} ms")
 
@@ -227,7 +246,11 @@ def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Rep
             report.info(f"{scope}: not installed ({path})")
             continue
         found_any = True
-        wanted = [event for event, _ in ADAPTERS[agent].install_events]
+        urls = sorted({c for cs in hooks.values() for c in cs if is_loopwarden_url(c, agent)})
+        if urls:
+            wanted = [event for event, _, _ in ADAPTERS[agent].http_install_events]
+        else:
+            wanted = [event for event, _ in ADAPTERS[agent].install_events]
         report.ok(f"{scope}: installed in {path}: {', '.join(sorted(hooks))}")
         missing = [event for event in wanted if event not in hooks]
         if missing:
@@ -243,9 +266,185 @@ def _check_agent(agent: str, project: Path, env: Mapping[str, str], report: _Rep
             report.info(f"command: {command}")
             _other_installation(agent, command, report)
             _run_hook(agent, command, report, env)
+            if shellhook.SCRIPT.name in command:
+                _check_shell_hook(env, report)
+        if urls and data is not None:
+            _check_http(agent, path, data, env, report)
     if found_any:
         _check_cli(agent, project, env, report)
     return found_any
+
+
+def _check_shell_hook(env: Mapping[str, str], report: _Report) -> None:
+    """The shell hook reaches the helper (the test event above set its port up)."""
+    from ..hooks._protocol import socket_path
+    from ..hooks.httpkeys import KeysError, helper_name, load_keys, probe
+
+    try:
+        keys = load_keys(env)
+    except KeysError as exc:
+        report.bad(f"{exc}; the shell hook runs the Python command for every event")
+        return
+    if keys is None:
+        report.bad(
+            "no HTTP hook key file: the shell hook runs the Python command for every event; "
+            "install again"
+        )
+        return
+    found = probe(keys.port, keys.token)
+    if found.kind == "served" and found.helper == helper_name(socket_path(env)):
+        report.ok(f"the shell hook reaches the helper at http://127.0.0.1:{keys.port}")
+        return
+    report.bad(
+        f"the shell hook cannot reach this installation's helper at 127.0.0.1:{keys.port} "
+        f"({found.kind}: {found.helper or found.detail or 'nothing'}): it runs the Python "
+        "command for every event (slower). 'loopwarden install' again moves to a free port"
+    )
+
+
+def _http_handlers(data: Mapping[str, Any], agent: str) -> list[dict[str, Any]]:
+    """loopwarden's HTTP hook handlers in a settings object."""
+    found = []
+    hooks = data.get("hooks")
+    for groups in hooks.values() if isinstance(hooks, dict) else []:
+        for group in groups if isinstance(groups, list) else []:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for handler in handlers if isinstance(handlers, list) else []:
+                if (
+                    isinstance(handler, dict)
+                    and handler.get("type") == "http"
+                    and is_loopwarden_url(handler.get("url"), agent)
+                ):
+                    found.append(handler)
+    return found
+
+
+def _interpolate(value: str, allowed: list[str], env: Mapping[str, str]) -> str:
+    """A header value as Claude Code fills it in: ``$VAR`` and ``${VAR}`` of the allowed
+    variables, others empty."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return env.get(name, "") if name in allowed else ""
+
+    return re.sub(r"\$\{([A-Z_][A-Z0-9_]*)\}|\$([A-Z_][A-Z0-9_]*)", fill, value)
+
+
+def _check_http(
+    agent: str, path: Path, data: Mapping[str, Any], env: Mapping[str, str], report: _Report
+) -> None:
+    """Claude Code's HTTP hooks: the port and key match the user's key file, the helper
+    answers there, and a test event sent the way Claude Code sends it is allowed."""
+    from ..hooks._protocol import socket_path
+    from ..hooks.httpkeys import (
+        HEADER_TOKEN,
+        KeysError,
+        helper_name,
+        load_keys,
+        parse_hook_url,
+        probe,
+        record_path,
+    )
+    from ..hooks.peeruid import PeerCheck
+
+    try:
+        keys = load_keys(env)
+    except KeysError as exc:
+        report.bad(str(exc))
+        return
+    if keys is None:
+        report.bad(
+            f"the HTTP hooks' key file {record_path(env)} is missing: every HTTP hook is "
+            f"refused; run 'loopwarden install {agent}' again"
+        )
+        return
+    handlers = _http_handlers(data, agent)
+    for handler in handlers:
+        found = parse_hook_url(handler.get("url"))
+        headers = handler.get("headers")
+        token = headers.get(HEADER_TOKEN) if isinstance(headers, dict) else None
+        if found is not None and found[0] != keys.port:
+            report.bad(
+                f"an HTTP hook goes to port {found[0]}, but loopwarden serves port {keys.port} "
+                f"({record_path(env)}): run 'loopwarden install {agent}' again"
+            )
+            return
+        if token != keys.token:
+            report.bad(
+                f"an HTTP hook sends another key than the one in {record_path(env)}: the helper "
+                f"refuses it (tool calls are not checked); run 'loopwarden install {agent}' again"
+            )
+            return
+    report.info(f"HTTP hooks: http://127.0.0.1:{keys.port} (key in {record_path(env)})")
+    if path.stat().st_mode & 0o044:
+        report.info(
+            f"other users can read {path}, which holds the key ('chmod 600' keeps it yours)"
+        )
+    check = PeerCheck.create()
+    if check.kind == "none":
+        report.info("the helper cannot tell which user connects here: only the key protects it")
+    else:
+        report.info(f"the helper refuses connections from other users (checked with {check.kind})")
+    check.close()
+    answering = probe(keys.port, keys.token)
+    own = helper_name(socket_path(env))
+    if answering.kind != "served" or answering.helper != own:
+        who = answering.helper or answering.detail or "nothing"
+        report.bad(
+            f"port {keys.port} is not answered by this installation's helper ({answering.kind}: "
+            f"{who}); Claude Code's tool calls go unchecked. 'loopwarden install {agent}' moves "
+            "the hooks to a free port"
+        )
+        return
+    handler = handlers[0]
+    _post_test_event(agent, handler, env, report)
+
+
+def _post_test_event(
+    agent: str, handler: Mapping[str, Any], env: Mapping[str, str], report: _Report
+) -> None:
+    """Send doctor's harmless pre-call event to an HTTP hook, as Claude Code would."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from ..hooks.httpkeys import parse_hook_url
+
+    url = str(handler.get("url"))
+    parsed = parse_hook_url(url)
+    allowed = handler.get("allowedEnvVars")
+    allowed = [str(v) for v in allowed] if isinstance(allowed, list) else []
+    raw = handler.get("headers")
+    headers = {str(k): _interpolate(str(v), allowed, env) for k, v in (raw or {}).items()}
+    headers["Content-Type"] = "application/json"
+    session = f"loopwarden-doctor-{uuid.uuid4().hex[:12]}"
+    event = _probe_event(agent, session)
+    parts = urlsplit(url)
+    start = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", parts.port, timeout=30)
+    try:
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn.request("POST", target, body=orjson.dumps(event), headers=headers)
+        response = conn.getresponse()
+        status, body = response.status, response.read()
+    except OSError as exc:
+        report.bad(f"the HTTP hook did not answer: {exc}")
+        return
+    finally:
+        conn.close()
+        words = [agent, *(parsed[2] if parsed is not None else [])]
+        _cleanup(agent, words, session, env, ADAPTERS[agent].run_id(event))
+    elapsed = (time.perf_counter() - start) * 1000
+    if status != 200:
+        report.bad(f"the HTTP hook answered {status}: {body[:200]!r}")
+        return
+    try:
+        answer = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError:
+        answer = body
+    if answer != {}:
+        report.bad(f"a harmless test call over HTTP was not simply allowed: {answer!r}")
+        return
+    report.ok(f"test {_pre_event(agent)} event over HTTP allowed in {elapsed:.0f} ms")
 
 
 def _tests_a_call(agent: str, command: str) -> bool:
@@ -394,7 +593,8 @@ def _check_helper(env: Mapping[str, str], report: _Report, before: int | None) -
     report.ok(f"hook helper: running{started}, pid {pid}, socket {socket_path(env)}")
     report.info(
         f"it stays running to answer hook calls, and exits after {idle_text(env)} without "
-        "one ($LOOPWARDEN_HOOK_IDLE seconds); stop it now with 'loopwarden hook --stop-daemon'"
+        "one ($LOOPWARDEN_HOOK_IDLE seconds; at least an hour while it serves HTTP hooks); "
+        "stop it now with 'loopwarden hook --stop-daemon'"
     )
 
 

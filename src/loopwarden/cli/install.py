@@ -19,11 +19,14 @@ from pathlib import Path
 
 import click
 
-from ..hooks import fileinstall, installrecord
-from ..hooks._protocol import AGENTS
+from ..hooks import fileinstall, installrecord, shellhook
+from ..hooks._protocol import AGENTS, socket_path
+from ..hooks.agents import ADAPTERS
+from ..hooks.httpkeys import HttpKeys, KeysError, ensure_keys, helper_name, probe, record_path
 from ..hooks.settings import (
     AGENT_TITLES,
     Edit,
+    HttpHook,
     Scope,
     SettingsError,
     add_hooks,
@@ -98,6 +101,15 @@ _NOTES = {
     metavar="HOST:PORT",
     help="The hook helper serves Prometheus metrics there (needs loopwarden[prometheus]).",
 )
+@click.option(
+    "--http/--command",
+    "http",
+    default=None,
+    help=(
+        "Claude Code: HTTP hooks for tool calls, answered by the hook helper without a "
+        "process (default for --user), or command hooks (default for --project)."
+    ),
+)
 @click.option("--dry-run", is_flag=True, help="Print the resulting file instead of writing it.")
 def install_command(
     agent: str,
@@ -108,10 +120,19 @@ def install_command(
     config: str | None,
     state: str | None,
     metrics: str | None,
+    http: bool | None,
     dry_run: bool,
 ) -> int:
     if user and project:
         raise UsageFailure("--user and --project cannot be used together")
+    if http and not ADAPTERS[agent].http_install_events:
+        raise UsageFailure(f"--http: {AGENT_TITLES[agent]} has no HTTP hooks (Claude Code has)")
+    if http and project:
+        raise UsageFailure(
+            "--http cannot be used with --project: HTTP hooks carry your own port and key, "
+            "which do not belong in a project's shared settings file; install them for your "
+            "user (the default), or use command hooks in the project"
+        )
     if metrics is not None:
         from ..telemetry.prometheus import parse_address
 
@@ -128,12 +149,18 @@ def install_command(
     command = hook_command(agent, extra)
     env = os.environ
     restored = False
+    if http is None:
+        http = scope == "user" and bool(ADAPTERS[agent].http_install_events)
+    keys: HttpKeys | None = None
     try:
         text = read_text(path)
         if uninstall:
             edit = remove_hooks(text, agent, path, _created(env, path))
         else:
-            edit = add_hooks(text, agent, command, path)
+            if http or shellhook.SCRIPT.name in command:
+                keys = _http_keys(env)  # the shell hook reads them at every event
+            spec = HttpHook(keys.port, keys.token, extra) if http and keys is not None else None
+            edit = add_hooks(text, agent, command, path, spec)
         if dry_run:
             click.echo(edit.text, nl=not edit.text.endswith("\n"))
             return EXIT_OK
@@ -144,8 +171,8 @@ def install_command(
         if uninstall:
             backup, restored = _uninstall(env, path, text, edit)
         else:
-            backup = _install(env, path, text, edit, agent)
-    except SettingsError as exc:
+            backup = _install(env, path, text, edit, agent, private=bool(http))
+    except (SettingsError, KeysError) as exc:
         raise CommandFailure(str(exc)) from None
     changed = edit.changed
     verb = "Removed loopwarden hooks for" if uninstall else "Installed loopwarden hooks for"
@@ -158,11 +185,42 @@ def install_command(
     if not uninstall:
         _precompile_hook_path()
         click.echo(f"  command: {command}")
+        if keys is not None and not http:
+            click.echo(
+                f"  the shell hook sends events to the helper at http://127.0.0.1:{keys.port} "
+                f"(no Python start per event; key in {record_path(env)})"
+            )
+        if keys is not None and http:
+            click.echo(
+                f"  HTTP hooks: http://127.0.0.1:{keys.port} (key in {record_path(env)}, "
+                "readable by you only; the settings file holds it too)"
+            )
+            if os.name == "posix" and path.stat().st_mode & 0o044:
+                click.echo(
+                    f"  note: other users can read {path}, which holds the key: "
+                    f"'chmod 600 {path}' keeps it yours"
+                )
         note = _NOTES.get(agent)
         if note:
             click.echo(f"  note: {note}")
         click.echo("  check it with: loopwarden doctor")
     return EXIT_OK
+
+
+def _http_keys(env: Mapping[str, str]) -> HttpKeys:
+    """The user's HTTP hook port and key; a new port when another program (or another
+    loopwarden installation) holds the recorded one."""
+    keys = ensure_keys(env)
+    found = probe(keys.port, keys.token, timeout=2.0)
+    own = helper_name(socket_path(env))
+    if found.kind == "closed" or (found.kind in ("served", "refused") and found.helper == own):
+        return keys
+    moved = ensure_keys(env, new_port=True)
+    click.echo(
+        f"  port {keys.port} is taken ({found.helper or found.detail or found.kind}): "
+        f"loopwarden's HTTP hooks move to port {moved.port}"
+    )
+    return moved
 
 
 def _install_files(
@@ -220,14 +278,20 @@ def _created(env: Mapping[str, str], path: Path) -> list[str] | None:
 
 
 def _install(
-    env: Mapping[str, str], path: Path, text: str | None, edit: Edit, agent: str
+    env: Mapping[str, str],
+    path: Path,
+    text: str | None,
+    edit: Edit,
+    agent: str,
+    *,
+    private: bool = False,
 ) -> Path | None:
     before = None if text is None else path.read_bytes()
     had_ours = bool(text and text.strip() and installed_hooks(json.loads(text), agent, path))
     created = list(edit.created)
     if not path.parent.exists():
         created.append(_FOLDER)  # removed again by an uninstall that deletes the file
-    backup = write_settings(path, edit.text)
+    backup = write_settings(path, edit.text, private=private)
     installrecord.remember(
         env,
         path,
@@ -293,7 +357,8 @@ def _precompile_hook_path() -> None:
     import importlib.util
     import py_compile
 
-    import loopwarden.cli.hook  # noqa: F401 - imports the whole hot path below
+    import loopwarden.cli.hook
+    import loopwarden.hooks.httpstart  # noqa: F401 - with cli.hook: every module below
 
     hot_path = [
         "loopwarden",
@@ -301,6 +366,10 @@ def _precompile_hook_path() -> None:
         "loopwarden.cli.hook",
         "loopwarden.hooks",
         "loopwarden.hooks._protocol",
+        "loopwarden.hooks.httpkeys",
+        "loopwarden.hooks.httpserve",
+        "loopwarden.hooks.httpstart",
+        "loopwarden.hooks.peeruid",
     ]
     for module in [sys.modules[name] for name in hot_path]:
         source = getattr(module, "__file__", None)

@@ -150,7 +150,8 @@ def replay_command(
             "rolling-history detectors are off; add --set enabled=true to replay them.",
             err=True,
         )
-    shards = plan(paths, forced)
+    # One local worker reads every input in this process: whole files, no split scan.
+    shards = plan(paths, forced, split=not (fleet.workers == 1 and fleet.engine == "local"))
     _refuse_input_as_output(output, shards)
     meta = ReplayMeta(
         config_source=config_path,

@@ -369,7 +369,9 @@ def after(st: RunState, done: Done, now: float) -> Step:
     is_error = outcome.is_error or unknown is not None
     error = None
     if sourced and plan.errors:
-        is_error = failed(result, is_error)
+        # failed(result, is_error), its common answers inline: only a dict has exit codes
+        if not is_error and type(result) is dict:
+            is_error = failed(result, False)
         if is_error:
             error = error_excerpt(error_text(done))
     # A command is read for a wait only where it can matter: a call that repeats a recent
@@ -431,20 +433,26 @@ def compacted(st: RunState) -> LogLine | None:
     return line
 
 
-def resume(st: RunState, choice: str, key: str | None) -> Stop | None:
-    """A person answered the stop of this run (``onStop: ask``); returns the stop that
-    stands (``choice == "stop"``, or a stop no person may lift) or ``None``.
+def resume(st: RunState, choice: str, key: str | None, stop: Stop) -> Stop | None:
+    """A person answered ``stop``, the stop of this run (``onStop: ask``); returns the stop
+    that stands (``choice == "stop"``, or a stop no person may lift) or ``None``.
 
     ``allow_once``: the refused call (``key``) may run once; its outcome is recorded like
     any other, and the rules keep their counts, so the next repeat stops the run again.
     ``continue``: the run goes on from a clean slate (the window, every rule's state and
     the warnings delivered are forgotten; the post-compaction guard keeps its window), so
     a loop the model falls back into is caught again from the start.
+    ``stop``: the run stays stopped, even where another answer (from another process)
+    had lifted the stop meanwhile: the newest answer wins.
     """
     stopped = st.stopped
+    if choice == "stop":
+        if stopped is None:
+            stopped = st.stopped = stop
+        return stopped
     if stopped is None:
         return None
-    if choice == "stop" or stopped.code == COMPACTION_LOOP_PERSISTED:
+    if stopped.code == COMPACTION_LOOP_PERSISTED:
         return stopped
     st.stopped = None
     st.blocks = 0
@@ -456,6 +464,7 @@ def resume(st: RunState, choice: str, key: str | None) -> Stop | None:
     st.detectors = dets = st.plan.fresh()
     st.observers = tuple(dets[i].observe for i in st.plan.observers)
     st.failure_observers = tuple(dets[i].observe for i in st.plan.failure_observers)
+    st.dumpers = None  # bound to the rules just replaced
     st.checks.clear()
     st.buckets.clear()
     st.notes.clear()

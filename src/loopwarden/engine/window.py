@@ -273,15 +273,21 @@ class RunWindow:
         if sig is None or sig.hashed == sig.count:
             return None
         records = self.records
-        for rec in reversed(records):
-            if (
-                rec.result_hash is None
-                and rec.args_hash == args_hash
-                and (call_id is None or rec.call_id == call_id)
-            ):
-                break
-        else:
-            return None
+        rec = records[-1]  # the common case: the newest record (this sig has one pending)
+        if not (
+            rec.result_hash is None
+            and rec.args_hash == args_hash
+            and (call_id is None or rec.call_id == call_id)
+        ):
+            for rec in reversed(records):
+                if (
+                    rec.result_hash is None
+                    and rec.args_hash == args_hash
+                    and (call_id is None or rec.call_id == call_id)
+                ):
+                    break
+            else:
+                return None
         rec.result_hash = result_hash
         rec.unknown_tool_name = unknown_tool_name
         if self._enc is not None:

@@ -13,6 +13,10 @@ every tool call:
 * :mod:`.hooklog` - each request's log records, to the hook log and stderr;
 * :mod:`.transcript` - unknown-tool calls read from the session transcript;
 * :mod:`.daemon` - the optional long-lived helper the entry point forwards to;
+* :mod:`.httpserve` - the helper's HTTP side (Claude Code's HTTP hooks, the shell hook);
+* :mod:`.httpstart` - the session-start hook's part: make sure the helper answers HTTP;
+* :mod:`.httpkeys` - the user's HTTP port and key; :mod:`.peeruid` - who connects;
+* :mod:`.shellhook` - Codex's and Gemini's hook command in bash (``shellhook.sh``);
 * :mod:`.settings` - the agents' settings files, for ``install`` and ``doctor``.
 """
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENTS",
+    "CONTROL",
     "ENV_KEYS",
     "HELLO",
     "HELLO_TIMEOUT",
@@ -46,6 +47,9 @@ AGENTS = ("claude-code", "codex", "gemini", "opencode", "cline", "copilot", "qwe
 
 PROTOCOL = "LWH3"
 """Wire version of a forwarded event; part of the socket name, so versions never meet."""
+
+CONTROL = "LWC1"
+"""The first field of a request to the helper that is not an event (stop, ping, listen)."""
 
 HELLO = b"+"
 """What a helper sends first on every connection, before it reads anything: the hook
@@ -168,6 +172,57 @@ def forward(argv: "list[str]", payload: bytes) -> "tuple[int, bytes, bytes] | No
         return 0, b"{}", b"loopwarden: malformed answer from the hook helper; allowed\n"
 
 
+def _http_served(argv: "list[str]") -> bool:
+    """Whether this installation's helper answers the user's HTTP port here, with the key
+    file's key (the usual case: one local round trip, no import). Anything else, or any
+    doubt: False, and ``hooks.httpstart`` looks into it."""
+    try:
+        value = argv[argv.index("--http-port") + 1]
+        env = _environ()
+        xdg = env.get("XDG_DATA_HOME", "")
+        if xdg.startswith("/"):
+            base = xdg
+        elif sys.platform == "darwin":
+            base = env.get("HOME", "") + "/Library/Application Support"
+        else:
+            base = env.get("HOME", "") + "/.local/share"
+        fd = _posix.open(base + "/loopwarden/http-hooks.json", _posix.O_RDONLY | _posix.O_NOFOLLOW)
+        try:
+            st = _posix.fstat(fd)
+            if st.st_uid != _posix.getuid() or st.st_mode & 0o077:
+                return False
+            record = _posix.read(fd, 4096).decode()
+        finally:
+            _posix.close(fd)
+        port = int(value if value != "auto" else record.split('"port": ')[1].split(",")[0])
+        token = record.split('"token": "')[1].split('"')[0]
+        helper = socket_path(env).rpartition("/")[2].removesuffix(".sock")
+        import _socket
+
+        sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        try:
+            sock.settimeout(1.0)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(
+                f"GET /loopwarden/v1/ping HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"X-Loopwarden-Token: {token}\r\nConnection: close\r\n\r\n".encode()
+            )
+            data = b""
+            while b"\r\n\r\n" not in data and len(data) < 65536:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            sock.close()
+        head = data.partition(b"\r\n\r\n")[0].decode("latin-1")
+        return head.startswith("HTTP/1.1 200 ") and f"\r\nX-Loopwarden-Helper: {helper}\r\n" in (
+            head + "\r\n"
+        )
+    except Exception:  # any doubt: the full check decides
+        return False
+
+
 def _helper_allowed(argv: "list[str]") -> bool:
     if not argv or argv[0] not in AGENTS or not _POSIX:
         return False
@@ -189,6 +244,12 @@ def main(argv: "list[str]") -> int:
             answer = forward(argv, payload)
         except Exception:  # a bug here must not cost the event: handle it in process
             answer = None
+        if answer is not None and "--http-port" in argv and not _http_served(argv):
+            # Claude Code's session-start and prompt hooks: make sure its HTTP hooks are
+            # answered (not on a tool call's path, and only when they are not: imports).
+            from .httpstart import main_after_forward
+
+            answer = main_after_forward(argv, answer)
         if answer is not None:
             if answer[2]:
                 sys.stderr.buffer.write(answer[2])

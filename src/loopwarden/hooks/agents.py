@@ -28,6 +28,7 @@ __all__ = [
     "Adapter",
     "BatchEntry",
     "Call",
+    "HandlerKind",
     "Kind",
     "answered_calls",
     "scrub_gemini_shell",
@@ -40,6 +41,11 @@ look at the conversation before a model request (``model``), arm the
 post-compaction guard (``compact``), a new user prompt (``prompt``), the agent
 going on with a turn (``turn``: end it when its run was stopped), or the end of
 the session (``end``)."""
+
+
+HandlerKind = Literal["command", "serve", "http"]
+"""How ``install`` hooks an event: the hook ``command``; the command that also makes sure
+the helper answers HTTP hooks (``serve``: ``--http-port``); or an ``http`` hook."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +102,25 @@ class Adapter:
         ("SessionStart", "compact"),
         ("SessionEnd", None),
     )
+    # With HTTP hooks (``install --http``): the tool-call events are HTTP hooks, answered
+    # by the helper without a process. Claude Code runs no HTTP hook at SessionStart; the
+    # command there (and at each prompt) makes sure the helper answers, and SessionEnd
+    # stays a command: a failing command's stderr is what `claude -p` shows the user.
+    http_install_events: tuple[tuple[str, str | None, HandlerKind], ...] = (
+        ("PreToolUse", "", "http"),
+        ("PostToolBatch", None, "http"),
+        ("SessionStart", None, "serve"),
+        ("UserPromptSubmit", None, "serve"),
+        ("SessionEnd", None, "command"),
+    )
     timeout: int = 30
     """Hook timeout written by ``install``, in the agent's unit (seconds here)."""
     title = "Claude Code"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "http_install_events" not in cls.__dict__:
+            cls.http_install_events = ()  # HTTP hooks are Claude Code's: none unless declared
 
     # -- settings files (``install``/``doctor``); None: the shared layout in hooks.settings
     def settings_file(

@@ -11,11 +11,18 @@ Every event is answered by :func:`loopwarden.hooks.runner.handle` with the
 caller's argv, environment and working directory; all state is in the SQLite
 store, so the helper holds nothing a hook process would not see.
 
+It also answers Claude Code's HTTP hooks (:mod:`.httpserve`) on the listening
+sockets that the hook commands of a session's start and of each prompt hand
+to it (:mod:`.httpstart`).
+
 Wire format (one connection per event; ``\\0`` separates fields)::
 
     greeting: +   (sent by the helper on accepting, before it reads; see HELLO)
     request:  LWH3 \\0 cwd \\0 N \\0 argv[0..N] \\0 M \\0 env[0..M] (k=v) \\0 <event bytes>
     control:  LWC1 \\0 stop|ping
+              LWC1 \\0 listen \\0 port \\0 uid \\0 netns \\0 check \\0 key \\0 proof
+                   (+ the listening socket and the check's descriptor, SCM_RIGHTS;
+                   without descriptors: a new key for that port)
     answer:   <exit code> \\0 <len(stderr)> \\0 <stderr> <stdout>     or  R  (outdated: retry)
 """
 
@@ -35,13 +42,17 @@ from pathlib import Path
 
 from .._logging import logger
 from ..errors import LoopwardenError
-from ._protocol import HELLO, HELLO_TIMEOUT, PROTOCOL, runtime_dir, socket_path
+from ._protocol import CONTROL, HELLO, HELLO_TIMEOUT, PROTOCOL, runtime_dir, socket_path
 from .context import HookContext
 from .hooklog import write_log
+from .httpkeys import helper_name
+from .httpserve import HttpFront, Listener, ListenSpec
+from .peeruid import CheckKind, PeerCheck
 from .runner import handle
 
 __all__ = [
     "DEFAULT_IDLE_SECONDS",
+    "HTTP_IDLE_SECONDS",
     "idle_seconds",
     "idle_text",
     "main",
@@ -54,10 +65,15 @@ __all__ = [
 ]
 
 DEFAULT_IDLE_SECONDS = 900.0
-CONTROL = "LWC1"
+HTTP_IDLE_SECONDS = 3600.0
+"""A helper that serves HTTP hooks waits at least this long for an event before it exits."""
 _WORKERS = 4
 _STALE_CHECK_SECONDS = 2.0
 _LOCK_FD = 3  # where a spawned helper finds the lock its starter took
+_LISTEN_FD = 4  # ... and the listening socket for HTTP hooks, if it was given one
+_CHECK_FD = 5  # ... and that socket's peer check
+_KEY_FD = 6  # ... and a pipe holding the key its requests must carry
+_MAX_FDS = 4  # descriptors accepted with one control request
 # How long a stopping helper waits for events in progress before it exits anyway.
 _STOP_GRACE_SECONDS = 5.0
 
@@ -175,6 +191,19 @@ def _recv_all(conn: socket.socket) -> bytes:
         chunks.append(chunk)
 
 
+def _recv_with_fds(conn: socket.socket) -> tuple[bytes, list[int]]:
+    """Everything the client sends, and the descriptors that came with its first bytes."""
+    fds: list[int] = []
+    first, ancillary, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(_MAX_FDS * 4))
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % 4
+            fds += [int.from_bytes(data[i : i + 4], sys.byteorder) for i in range(0, usable, 4)]
+    if not first:
+        return b"", fds
+    return first + _recv_all(conn), fds
+
+
 class _Server:
     def __init__(self, path: str, idle: float) -> None:
         self.path = path
@@ -185,20 +214,98 @@ class _Server:
         self.active = 0
         self.lock = threading.Lock()
         self.last = time.monotonic()
+        self.http: HttpFront | None = None
+
+    def activity(self, step: int) -> None:
+        """A request starts (+1) or ends (-1): the helper is not idle meanwhile."""
+        with self.lock:
+            self.active += step
+            self.last = time.monotonic()
+
+    def http_answer(
+        self, argv: list[str], env: Mapping[str, str], cwd: str, payload: bytes, relay: bool
+    ) -> tuple[int, bytes, bytes] | None:
+        """One event over HTTP: the hook command's answer. An outdated helper declines a
+        shell hook's event (it runs the hook command instead) but still answers Claude
+        Code's HTTP hooks (nothing to fall back to there), then exits."""
+        if self.watch.changed():
+            self.stopping.set()
+            if relay:
+                return None
+        reply = handle(self.ctx, argv, env, cwd, payload)
+        return reply.code, reply.out, reply.err.encode("utf-8", "replace")
+
+    @staticmethod
+    def report(level: int, message: str) -> None:
+        """A line for the hook log (of the helper's own environment: a refused request
+        has not said whose it is)."""
+        write_log(os.environ, [(level, message, False)], "hook-helper")
+
+    def http_front(self) -> HttpFront:
+        with self.lock:
+            if self.http is None:
+                self.http = HttpFront(
+                    self.http_answer,
+                    helper_name(self.path),
+                    self.activity,
+                    os.environ,
+                    self.report,
+                )
+            return self.http
+
+    def listen(self, spec: ListenSpec) -> None:
+        """Serve Claude Code's HTTP hooks on ``spec`` too."""
+        listener = Listener(
+            spec.sock,
+            spec.port,
+            spec.netns,
+            spec.uid,
+            spec.check,
+            spec.token.encode("utf-8"),
+            spec.proof.encode("utf-8"),
+        )
+        self.http_front().add(listener)
+
+    def control(self, command: bytes, fds: list[int]) -> None:
+        """A control request other than stop and ping (it took ownership of ``fds``)."""
+        parts = command.split(b"\0")
+        if parts[0] != b"listen" or len(parts) != 7:
+            raise ValueError(f"unknown control request {parts[0][:32]!r}")
+        port, uid = int(parts[1]), int(parts[2])
+        netns, kind, token, proof = (p.decode("utf-8", "surrogateescape") for p in parts[3:])
+        if not fds:
+            self.http_front().set_token(port, token.encode("utf-8"), proof.encode("utf-8"))
+            return
+        if kind not in ("netlink", "proc", "none"):
+            raise ValueError(f"unknown peer check {kind!r}")
+        check_kind: CheckKind = kind  # type: ignore[assignment]
+        sock = socket.socket(fileno=fds.pop(0))
+        check = PeerCheck(check_kind, fds.pop(0) if check_kind != "none" and fds else None)
+        self.listen(ListenSpec(sock, check, port, uid, netns, token, proof))
 
     def serve_conn(self, conn: socket.socket) -> None:
         with self.lock:
             self.active += 1
+        fds: list[int] = []
         try:
             conn.settimeout(10.0)
             conn.sendall(HELLO)
-            data = _recv_all(conn)
+            data, fds = _recv_with_fds(conn)
             if not data:
                 return  # the hook gave up waiting for the greeting: nothing was sent
             if data.startswith(CONTROL.encode() + b"\0"):
                 command = data[len(CONTROL) + 1 :]
                 if command == b"stop":
                     self.stopping.set()
+                elif command != b"ping":
+                    try:
+                        self.control(command, fds)
+                    except (ValueError, OSError) as exc:
+                        self.report(
+                            logging.ERROR, f"loopwarden hook helper: control request refused: {exc}"
+                        )
+                        conn.sendall(f"1\0{exc}".encode())
+                        return
                 conn.sendall(f"0\0{os.getpid()}".encode())
                 return
             if self.watch.changed():
@@ -220,6 +327,9 @@ class _Server:
         except OSError:
             pass  # the hook process went away; nothing to answer
         finally:
+            for fd in fds:  # descriptors no request took
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             conn.close()
             with self.lock:
                 self.active -= 1
@@ -242,14 +352,25 @@ class _Server:
             self.serve_conn(conn)
 
     def idle_expired(self) -> bool:
+        idle = self.idle
+        if self.http is not None and self.http.ports():
+            # Nothing restarts a helper between two HTTP hook events of a turn (only the
+            # next prompt does): outlast a long tool call or a long think.
+            idle = max(idle, HTTP_IDLE_SECONDS)
         with self.lock:
-            return self.active == 0 and time.monotonic() - self.last > self.idle
+            return self.active == 0 and time.monotonic() - self.last > idle
 
 
-def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS, lock_fd: int | None = None) -> int:
+def serve(
+    path: str,
+    idle: float = DEFAULT_IDLE_SECONDS,
+    lock_fd: int | None = None,
+    listen: ListenSpec | None = None,
+) -> int:
     """Run the helper on ``path`` until idle, stopped or outdated. Returns an exit code.
 
     ``lock_fd``: the helper lock, already taken by the hook that started this helper.
+    ``listen``: a listening socket for Claude Code's HTTP hooks, made by that hook.
     """
     import fcntl
 
@@ -273,6 +394,8 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS, lock_fd: int | None = N
             time.sleep(0.05)
     os.chdir("/")  # keep no directory busy; requests carry their own working directory
     server = _Server(path, idle)
+    if listen is not None:
+        server.listen(listen)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     inode = -1
     try:
@@ -299,6 +422,8 @@ def serve(path: str, idle: float = DEFAULT_IDLE_SECONDS, lock_fd: int | None = N
             if not any(worker.is_alive() for worker in workers):
                 break  # every worker died (a bug): exit rather than keep a dead socket
         deadline = time.monotonic() + _STOP_GRACE_SECONDS
+        if server.http is not None:
+            server.http.stop(_STOP_GRACE_SECONDS)
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
         # No new connections once the path is gone; then answer those already
@@ -470,12 +595,13 @@ def _gone(pid: int, path: str | None, wait: float) -> bool:
         time.sleep(0.02)
 
 
-def spawn(env: Mapping[str, str]) -> bool:
+def spawn(env: Mapping[str, str], listen: ListenSpec | None = None) -> bool:
     """Start a helper in the background (detached, no inherited pipes). Best effort.
 
     The helper lock is taken here, before the helper starts, and handed to it: of
     many hooks that find no helper at once, exactly one starts a helper, and none
-    does while one is running or still starting.
+    does while one is running or still starting. ``listen`` goes with it too (the
+    caller keeps its own copy, to close). False: no helper was started.
     """
     if not hasattr(os, "posix_spawn") or not hasattr(socket, "AF_UNIX"):
         return False
@@ -488,6 +614,9 @@ def spawn(env: Mapping[str, str]) -> bool:
         lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError:
         return False
+    # Each descriptor the helper gets is first copied above the numbers it gets them
+    # as, so that no copy overwrites another's source.
+    passed: list[int] = []
     try:
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -499,18 +628,34 @@ def spawn(env: Mapping[str, str]) -> bool:
         )
         argv = [sys.executable, "-c", code, "--socket", path, "--idle", str(idle_seconds(env))]
         argv += ["--lock-fd", str(_LOCK_FD)]
-        devnull = os.devnull
+        sources = [(lock_fd, _LOCK_FD)]
+        if listen is not None:
+            argv += ["--listen", ",".join(listen.fields())]
+            sources.append((listen.sock.fileno(), _LISTEN_FD))
+            check_fd = listen.check.fileno()
+            if check_fd is not None:
+                sources.append((check_fd, _CHECK_FD))
+            # The key through a pipe: not on the command line, not in the environment.
+            key_r, key_w = os.pipe()
+            passed.append(key_r)
+            os.write(key_w, f"{listen.token}\n{listen.proof}".encode())
+            os.close(key_w)
+            sources.append((key_r, _KEY_FD))
+        actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+        ]
+        for source, target in sources:
+            copy = fcntl.fcntl(source, fcntl.F_DUPFD_CLOEXEC, 10)
+            passed.append(copy)
+            actions.append((os.POSIX_SPAWN_DUP2, copy, target))
         try:
             os.posix_spawn(
                 sys.executable,
                 argv,
                 dict(os.environ),
-                file_actions=[
-                    (os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0),
-                    (os.POSIX_SPAWN_DUP2, lock_fd, _LOCK_FD),  # the lock goes with it
-                ],
+                file_actions=actions,
                 setsid=True,  # not part of the agent's process group: survives the hook
             )
         except OSError:
@@ -518,7 +663,25 @@ def spawn(env: Mapping[str, str]) -> bool:
             return False
         return True
     finally:
+        for fd in passed:
+            os.close(fd)
         os.close(lock_fd)
+
+
+def _inherited(spec: str) -> ListenSpec:
+    """The listening socket a starting hook handed over (``--listen``)."""
+    port, uid, netns, kind = spec.split(",", 3)
+    if kind not in ("netlink", "proc", "none"):
+        raise ValueError(f"unknown peer check {kind!r}")
+    check_kind: CheckKind = kind  # type: ignore[assignment]
+    check = PeerCheck(check_kind, _CHECK_FD if check_kind != "none" else None)
+    sock = socket.socket(fileno=_LISTEN_FD)
+    os.set_inheritable(_LISTEN_FD, False)
+    if check_kind != "none":
+        os.set_inheritable(_CHECK_FD, False)
+    with os.fdopen(_KEY_FD, "rb") as key:
+        token, _, proof = key.read(4096).decode("utf-8").partition("\n")
+    return ListenSpec(sock, check, int(port), int(uid), netns, token, proof)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -526,5 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket", required=True)
     parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_SECONDS)
     parser.add_argument("--lock-fd", type=int, default=None)
+    parser.add_argument("--listen", default=None)
     args = parser.parse_args(argv)
-    return serve(args.socket, args.idle, args.lock_fd)
+    listen = _inherited(args.listen) if args.listen else None
+    return serve(args.socket, args.idle, args.lock_fd, listen)

@@ -56,6 +56,9 @@ class HookOptions(NamedTuple):
     metrics: str | None = None
     event: str | None = None
     """The event's name, for agents that do not send it (``--event``)."""
+    http_port: int | None = None
+    """The helper's HTTP port (``--http-port``; 0: ``auto``, the port in the user's key
+    file): the hook makes sure the helper answers there."""
 
 
 HOOK_HELP = """Coding-agent hook: reads one hook event as JSON on stdin and prints the
@@ -120,6 +123,13 @@ HOOK_OPTIONS = (
         "The hook event this command is installed for (for agents whose events do not "
         "carry their name, such as GitHub Copilot CLI).",
     ),
+    HookOption(
+        "--http-port",
+        "PORT",
+        "Make sure the helper answers HTTP hooks on 127.0.0.1:PORT ('auto': the port in your "
+        "key file); written by 'loopwarden install' for Claude Code's session-start and "
+        "prompt hooks, and used by the shell hook of Codex CLI and Gemini CLI.",
+    ),
 )
 """The options, shared by the parser below and the help ``loopwarden hook --help`` prints."""
 
@@ -167,6 +177,16 @@ def _parse_args(argv: list[str]) -> HookOptions:
         raise UsageError(
             f"{_USAGE}loopwarden hook: error: name the agent ({', '.join(sorted(ADAPTERS))})"
         )
+    port: int | None = None
+    if ns.http_port is not None:
+        try:
+            port = 0 if ns.http_port == "auto" else int(ns.http_port)
+        except ValueError:
+            port = -1
+        if not (0 < port < 65536 or ns.http_port == "auto"):
+            raise UsageError(
+                f"{_USAGE}loopwarden hook: error: --http-port: not a port number: {ns.http_port!r}"
+            )
     return HookOptions(
         ns.agent or "",
         ns.config,
@@ -176,6 +196,7 @@ def _parse_args(argv: list[str]) -> HookOptions:
         ns.stop_daemon,
         ns.metrics,
         ns.event,
+        port,
     )
 
 

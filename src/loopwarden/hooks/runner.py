@@ -273,15 +273,22 @@ def _process(
         return Answer(adapter.stop(kind, name, message))
 
 
+def _event_cwd(event: Mapping[str, Any]) -> str:
+    """The agent's working directory as the event states it ("" if it does not)."""
+    value = event.get("cwd")
+    return value if isinstance(value, str) and os.path.isabs(value) else ""
+
+
 def _answer(
     ctx: HookContext, argv: list[str], env: Mapping[str, str], cwd: str, payload: bytes
-) -> tuple[Reply, str]:
+) -> tuple[Reply, str, str]:
+    """The reply, the log context, and the working directory the event was handled in."""
     try:
         opts = parse_args(argv)
     except UsageError as exc:
-        return Reply(1, b"", f"{exc}\n"), "hook"
+        return Reply(1, b"", f"{exc}\n"), "hook", cwd
     except SystemExit:  # --help reached the helper; the hook process prints it itself
-        return Reply(0, b"{}", ""), "hook"
+        return Reply(0, b"{}", ""), "hook", cwd
     context = f"hook {opts.agent}"
     try:
         event = orjson.loads(payload)
@@ -294,23 +301,25 @@ def _answer(
                 exc,
                 LENIENT_MAX,
             )
-            return Reply(0, b"{}", ""), context
+            return Reply(0, b"{}", ""), context, cwd
         event = _lenient(payload)
         if event is None:
             logger.warning("loopwarden hook: the event on stdin is not JSON (%s); allowed", exc)
-            return Reply(0, b"{}", ""), context
+            return Reply(0, b"{}", ""), context, cwd
     if not isinstance(event, dict):
         logger.warning(
             "loopwarden hook: the event on stdin is a JSON %s, not an object; allowed",
             type(event).__name__,
         )
-        return Reply(0, b"{}", ""), context
+        return Reply(0, b"{}", ""), context, cwd
+    # An HTTP hook has no working directory of its own: the event's is the agent's.
+    cwd = cwd or _event_cwd(event)
     event = ADAPTERS[opts.agent].normalize(event, opts.event)
     session = ADAPTERS[opts.agent].session_id(event)
     if session:
         context = f"{context} session={session}"
     answer = _process(ctx, opts, env, cwd, event)
-    return Reply(answer.code, orjson.dumps(answer.json), answer.err), context
+    return Reply(answer.code, orjson.dumps(answer.json), answer.err), context, cwd
 
 
 # Valid JSON that orjson refuses: numbers beyond 64 bits or double range, nesting
@@ -396,6 +405,7 @@ def handle(
 ) -> Reply:
     """Answer one hook event. Never raises; internal failures allow the call (fail open).
 
+    ``cwd`` is the hook process's working directory; "" (an HTTP hook): the event's.
     Log records of the request go to the hook log; problems (not guard events, which
     are for the model) are also summed up on stderr, which agents show the user.
     """
@@ -403,7 +413,7 @@ def handle(
     onewait.begin()
     context = "hook"
     try:
-        reply, context = _answer(ctx, argv, env, cwd, payload)
+        reply, context, cwd = _answer(ctx, argv, env, cwd, payload)
     except Exception:
         logger.exception("loopwarden hook: internal error; the call is allowed")
         reply = Reply(0, b"{}", "")
@@ -438,6 +448,13 @@ def run_cli(argv: list[str], payload: bytes | None) -> int:
         reply = handle(ctx, argv, os.environ, os.getcwd(), payload)
     finally:
         ctx.close()
+    if opts.http_port is not None:
+        # Claude Code's HTTP hooks: the helper started here must listen before the
+        # session's first tool call, so it is started before the answer is printed.
+        from .httpstart import after_event
+
+        out, err = after_event(argv, os.environ, reply.out, running=False)
+        reply = reply._replace(out=out, err=reply.err + err)
     if reply.err:
         sys.stderr.write(reply.err)
         sys.stderr.flush()
@@ -451,5 +468,5 @@ def run_cli(argv: list[str], payload: bytes | None) -> int:
     ):
         from .daemon import spawn
 
-        spawn(os.environ)
+        spawn(os.environ)  # (none when the HTTP set-up above started one)
     return reply.code

@@ -11,7 +11,9 @@ says so (:meth:`~loopwarden.hooks.agents.Adapter.settings_file`, ``hook_entry``)
 loopwarden adds one matcher group per event, holding one command handler, and
 recognises its own handlers by their command (``... loopwarden hook AGENT`` or
 ``... -m loopwarden hook AGENT``), so that installing twice changes nothing and
-uninstalling removes exactly those handlers and nothing else.
+uninstalling removes exactly those handlers and nothing else. Claude Code's
+HTTP hooks (``install --http``, :mod:`.httpkeys`) are recognised by their URL
+(``http://127.0.0.1:PORT/loopwarden/v1/hook/AGENT``).
 
 Files are edited as text (:mod:`._jsonedit`): only loopwarden's entries are
 added or removed, every other byte stays as the user wrote it. A file with a
@@ -31,13 +33,16 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from ..errors import LoopwardenError
-from . import _jsonedit
-from .agents import ADAPTERS
+from . import _jsonedit, shellhook
+from ._protocol import ENV_KEYS
+from .agents import ADAPTERS, HandlerKind
+from .httpkeys import HEADER_TOKEN, HTTP_TIMEOUT, env_headers, hook_url, parse_hook_url
 
 __all__ = [
     "AGENT_TITLES",
     "SCOPES",
     "Edit",
+    "HttpHook",
     "Scope",
     "SettingsError",
     "add_hooks",
@@ -46,6 +51,7 @@ __all__ = [
     "hook_command",
     "installed_hooks",
     "is_loopwarden_command",
+    "is_loopwarden_url",
     "read_settings",
     "read_text",
     "remove_hooks",
@@ -118,8 +124,15 @@ _SHELL_OPERATORS = frozenset({"||", "&&", ";", "|", "&"})
 
 
 def hook_command(agent: str, extra: list[str] | None = None) -> str:
-    """The shell command the agent runs: absolute paths, quoted for ``sh``."""
-    return shlex.join([*_executable(), agent, *(extra or [])])
+    """The shell command the agent runs: absolute paths, quoted for ``sh``. Codex CLI and
+    Gemini CLI get the shell hook around it where bash can run it (:mod:`.shellhook`)."""
+    launcher = _executable()
+    hook = [agent, *(extra or [])]
+    if agent in shellhook.AGENTS and "-S" in launcher:
+        shell = shellhook.shell_command(launcher, hook)
+        if shell is not None:
+            return shell
+    return shlex.join([*launcher, *hook])
 
 
 def hook_arguments(command: object) -> list[str] | None:
@@ -163,6 +176,33 @@ def is_loopwarden_command(command: object, agent: str | None = None) -> bool:
     """True for a command that runs ``loopwarden hook`` (for ``agent``, if given)."""
     args = hook_arguments(command)
     return args is not None and (agent is None or args[:1] == [agent])
+
+
+def is_loopwarden_url(url: object, agent: str | None = None) -> bool:
+    """True for the URL of one of loopwarden's HTTP hooks (for ``agent``, if given)."""
+    found = parse_hook_url(url)
+    return found is not None and (agent is None or found[1] == agent)
+
+
+class HttpHook(NamedTuple):
+    """What ``install --http`` writes into HTTP hook entries: the port, the key, and the
+    hook's own options (``--config FILE`` ...)."""
+
+    port: int
+    token: str
+    args: list[str]
+
+    def handler(self, agent: str) -> JsonObject:
+        """The HTTP hook handler: Claude Code POSTs the event there, with the key and
+        (filled in from its own environment) the variables the hook's answer depends on."""
+        return {
+            "type": "http",
+            "url": hook_url(self.port, agent, self.args),
+            "headers": {HEADER_TOKEN: self.token, **env_headers()},
+            "allowedEnvVars": list(ENV_KEYS),
+            "timeout": HTTP_TIMEOUT,
+            "onFailure": "continue",
+        }
 
 
 def read_text(path: Path) -> str | None:
@@ -236,24 +276,43 @@ def _handlers(group: Any) -> list[Any]:
 
 
 def _command(handler: dict[str, Any]) -> Any:
+    if handler.get("type") == "http":
+        return handler.get("url")
     return handler.get("command", handler.get("bash"))
 
 
 def _ours(handler: Any, agent: str) -> bool:
-    return isinstance(handler, dict) and is_loopwarden_command(_command(handler), agent)
+    if not isinstance(handler, dict):
+        return False
+    if handler.get("type") == "http":
+        return is_loopwarden_url(handler.get("url"), agent)
+    return is_loopwarden_command(_command(handler), agent)
 
 
-def _group(agent: str, event: str, matcher: str | None, command: str) -> JsonObject:
+def _group(
+    agent: str,
+    event: str,
+    matcher: str | None,
+    command: str,
+    how: HandlerKind = "command",
+    http: HttpHook | None = None,
+) -> JsonObject:
     adapter = ADAPTERS[agent]
     own = adapter.hook_entry(event, matcher, command)
     if own is not None:
         return own
+    if how == "http" and http is not None:
+        group: JsonObject = {} if matcher is None else {"matcher": matcher}
+        group["hooks"] = [http.handler(agent)]
+        return group
+    if how == "serve" and http is not None:
+        command = f"{command} --http-port {http.port}"
     handler: JsonObject = {"type": "command", "command": command}
     if agent == "gemini":
         handler["name"] = "loopwarden"
         handler["description"] = "loopwarden: stop tool-call loops"
     handler["timeout"] = adapter.timeout
-    group: JsonObject = {} if matcher is None else {"matcher": matcher}
+    group = {} if matcher is None else {"matcher": matcher}
     group["hooks"] = [handler]
     return group
 
@@ -322,9 +381,20 @@ def _crlf(edit: Callable[..., Edit]) -> Callable[..., Edit]:
     return wrapper
 
 
+def _wanted(agent: str, http: HttpHook | None) -> dict[str, tuple[str | None, HandlerKind]]:
+    """Event -> (matcher, how) of the entries ``install`` writes for ``agent``."""
+    adapter = ADAPTERS[agent]
+    if http is not None:
+        return {event: (matcher, how) for event, matcher, how in adapter.http_install_events}
+    return {event: (matcher, "command") for event, matcher in adapter.install_events}
+
+
 @_crlf
-def add_hooks(text: str | None, agent: str, command: str, path: Path) -> Edit:
-    """``text`` with loopwarden's entries for ``agent`` (None: no file yet)."""
+def add_hooks(
+    text: str | None, agent: str, command: str, path: Path, http: HttpHook | None = None
+) -> Edit:
+    """``text`` with loopwarden's entries for ``agent`` (None: no file yet); ``http``:
+    Claude Code's HTTP hooks for the tool-call events (command hooks where it has none)."""
     if text is None or not text.strip():
         text = json.dumps(dict(ADAPTERS[agent].fresh_settings))
         fresh = True
@@ -332,13 +402,13 @@ def add_hooks(text: str | None, agent: str, command: str, path: Path) -> Edit:
         fresh = False
     data = json.loads(text)
     hooks = _hooks_table(data, path)
-    wanted = dict(ADAPTERS[agent].install_events)
+    wanted = _wanted(agent, http)
     # Left over from an older loopwarden: remove ours only (and lists only ours were in).
     stale = set(hooks) - set(wanted)
     text, changed = _remove(text, agent, stale, stale)
     created: list[str] = []
-    for event, matcher in wanted.items():
-        desired = _group(agent, event, matcher, command)
+    for event, (matcher, how) in wanted.items():
+        desired = _group(agent, event, matcher, command, how, http)
         groups = json.loads(text).get("hooks", {}).get(event, [])
         count = sum(_ours(h, agent) for g in groups for h in _handlers(g))
         if count == 1 and desired in groups:
@@ -404,16 +474,17 @@ def backup_path(path: Path) -> Path:
     return candidate
 
 
-def write_settings(path: Path, text: str | bytes) -> Path | None:
+def write_settings(path: Path, text: str | bytes, *, private: bool = False) -> Path | None:
     """Write ``text`` atomically; an existing file is first copied to a timestamped backup.
 
-    Returns the backup's path (None when there was no file).
+    A new file gets mode 0644, or 0600 when ``private`` (it holds the HTTP hooks' key);
+    an existing one keeps its mode. Returns the backup's path (None when there was no file).
     """
     backup: Path | None = None
     data = text.encode("utf-8") if isinstance(text, str) else text
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        mode = 0o644
+        mode = 0o600 if private else 0o644
         if path.exists():
             mode = path.stat().st_mode & 0o777
             backup = backup_path(path)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from . import OutcomeProfile
 
-__all__ = ["UNKNOWN_TOOL_PATTERNS", "shell_profiles"]
+__all__ = ["UNKNOWN_TOOL_HINTS", "UNKNOWN_TOOL_PATTERNS", "shell_profiles"]
 
 _NAME = r"[\"']?([a-z0-9_.-]+)[\"']?"
 # The two generic forms first ("unknown tool: X", "tool X not found / is not
@@ -34,6 +34,19 @@ UNKNOWN_TOOL_PATTERNS = tuple(
 """Errors that name a missing tool (group 1 is its name). Each one must contain
 "tool" or "unsupported call" literally: ``extract_unknown_tool_name`` checks for
 those first."""
+UNKNOWN_TOOL_HINTS: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (("unknown tool name",),),
+    (("unknown tool",),),
+    (("tool",), ("not found", "is not available", "does not exist")),
+    (("no such tool available",),),
+    (("unsupported call",),),
+    (("tried to call unavailable tool",),),
+    ((" is not a valid tool",),),
+)
+"""The words each pattern of ``UNKNOWN_TOOL_PATTERNS`` matches literally, lower-cased:
+a text must hold one word of every group for the pattern to match it. For ASCII text
+(where ignoring case is lower-casing) ``extract_unknown_tool_name`` runs only the
+patterns whose words are there; a long error then costs one scan, not seven."""
 
 # Codex CLI wraps every shell result in a header whose chunk id and wall time
 # change on each run even when the command output is identical.

@@ -25,6 +25,7 @@ import sqlite3
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -94,6 +95,23 @@ def _forked() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
 
+# A forked child's copies of its parent's connections. SQLite forbids using them across
+# fork, and closing one (which is what collecting it does) could checkpoint the parent's
+# file under it: they are kept here, never closed, for the child's life.
+_INHERITED: list[sqlite3.Connection] = []
+
+
+def _close_all(conns: dict[int, sqlite3.Connection], owner: list[int]) -> None:
+    """Close the connections this process opened; keep a forked child's copies open."""
+    held = list(conns.values())
+    conns.clear()
+    if owner[0] != _pid:
+        _INHERITED.extend(held)
+        return
+    for conn in held:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
 
 def default_state_path(env: Mapping[str, str] | None = None) -> Path:
     """Where the state database lives when no path is given.
@@ -134,7 +152,12 @@ class SQLiteFile:
         self._lock = threading.Lock()
         # thread ident -> connection, so close() reaches every thread's connection.
         self._conns: dict[int, sqlite3.Connection] = {}
-        self._pid = _pid
+        self._owner = [_pid]  # the process that opened what is in _conns
+        # A store dropped without close() still closes its connections (and Python 3.13
+        # warns about every connection collected open); not at exit, where it would only
+        # add a checkpoint to every short-lived hook process.
+        self._finalizer = weakref.finalize(self, _close_all, self._conns, self._owner)
+        self._finalizer.atexit = False
         self._closed = False
         self._epoch = 0
 
@@ -193,12 +216,13 @@ class SQLiteFile:
             local.conn = None
         if self._closed:
             raise StoreError(f"loopwarden state database {self.path}: the store is closed")
-        if pid != self._pid:
+        if pid != self._owner[0]:
             # A forked child must not touch the parent's connections (SQLite forbids
-            # carrying them across fork); forget them without closing.
+            # carrying them across fork); set them aside without closing.
             with self._lock:
-                self._conns = {}
-                self._pid = pid
+                _INHERITED.extend(self._conns.values())
+                self._conns.clear()
+                self._owner[0] = pid
         conn = self._open()
         local.conn, local.pid, local.ident = conn, pid, self._identity()
         local.epoch, local.stamp, local.checks = self._epoch, None, 0
@@ -376,13 +400,8 @@ class SQLiteFile:
     def close(self) -> None:
         """Close every connection opened (in this process)."""
         with self._lock:
-            conns, self._conns = self._conns, {}
             self._closed = True
-        if self._pid != os.getpid():
-            return
-        for conn in conns.values():
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
+        self._finalizer()
         self._local = threading.local()
 
 

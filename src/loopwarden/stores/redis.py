@@ -145,8 +145,8 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
         cache_size: int | None = None,
         compress: bool | None = None,
     ) -> None:
+        opts = parse_url(url)  # a mistake in the URL is reported first: it needs fixing either way
         _require_redis(url)
-        opts = parse_url(url)
         given = {
             "prefix": prefix,
             "ttl": ttl_seconds,
@@ -189,8 +189,8 @@ class RedisStore(BaseStore, SideRecords, Inspectable):
     @classmethod
     def from_url(cls, url: str, *, ttl_seconds: float | None = None) -> RedisStore:
         """A store for ``url``; ``ttl_seconds`` (the config's) applies unless the URL sets ttl."""
-        _require_redis(url)
         has_ttl = parse_url(url).ttl is not None
+        _require_redis(url)
         return cls(url, ttl_seconds=None if has_ttl else ttl_seconds)
 
     def __repr__(self) -> str:

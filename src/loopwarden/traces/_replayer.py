@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._canonical import digest
 from ..config import Config
 from ..errors import LoopAbort
 from ..events import LoopEvent
@@ -29,7 +30,7 @@ from ._results import (
     ReplayEvent,
     RunReport,
 )
-from ._runbook import MAX_PENDING, RunBook, RunStart, call_signature, remember
+from ._runbook import MAX_PENDING, RunBook, RunStart, remember
 from ._sink import Loc
 
 __all__ = ["MAX_PENDING", "ReplayStore", "Replayer"]
@@ -107,6 +108,7 @@ class Replayer(RunBook[_Run]):
         self._cur_line: Loc = None
         self._in_outcome = False  # the guard is fed an outcome (the call has run)
         self._poll_tools: dict[str, bool] = {}
+        self._poll_raw: dict[str, bool] = {}  # tool -> a known poll (not for `process`)
 
     def _on_event(self, event: LoopEvent) -> None:
         report = self._cur
@@ -177,15 +179,6 @@ class Replayer(RunBook[_Run]):
             run.guard.on_compaction()
 
     # -- calls and outcomes ----------------------------------------------------------
-    def _count_call(self, run: _Run, tool: str) -> int:
-        report = run.report
-        index = report.calls = report.calls + 1
-        tools = report.tools
-        tools[tool] = tools.get(tool, 0) + 1
-        if report.timeline is not None:
-            self._timeline_cell(run, index, tool)
-        return index
-
     def _timeline_cell(self, run: _Run, index: int, tool: str) -> None:
         report = run.report
         timeline = report.timeline
@@ -198,19 +191,35 @@ class Replayer(RunBook[_Run]):
         timeline.append((tool_id << 8) | (AFTER_STOP if run.stopped else 0))
 
     def call(self, key: str, call_id: str | None, tool: str, params: Any, line: Loc) -> None:
-        """A call with raw params, hashed here once (what ``before_call`` would hash)."""
+        """A call with raw params, hashed here once (what ``before_call`` would hash).
+        The replay hot path: the helpers it uses are written out inline."""
         run = self._last_run if key is self._last_key else None
         if run is None:
             run = self._run(key, line)
-        index = self._count_call(run, tool)
+        report = run.report
+        index = report.calls = report.calls + 1
+        tools = report.tools
+        tools[tool] = tools.get(tool, 0) + 1
+        if report.timeline is not None:
+            self._timeline_cell(run, index, tool)
         if run.stopped:
             return
         if call_id is None:
             call_id = f"#{index}"
-        name, sig = call_signature(tool, params)
-        poll = is_known_poll(name, params, self._profiles)
-        remember(run.pending, call_id, (index, name, sig, params))
-        self._cur = run.report
+        # call_signature, inline
+        name = tool.strip() if type(tool) is str else str(tool).strip()
+        sig = f"{name}:{digest(params)}"
+        # Whether a tool is a known poll depends on its params only for `process`.
+        poll = self._poll_raw.get(name)
+        if poll is None:
+            poll = is_known_poll(name, params, self._profiles)
+            if name != "process" and len(self._poll_raw) < 1024:
+                self._poll_raw[name] = poll
+        pending = run.pending  # remember(), inline
+        pending[call_id] = (index, name, sig, params)
+        if len(pending) > MAX_PENDING:
+            del pending[next(iter(pending))]
+        self._cur = report
         self._cur_call = index
         self._cur_line = line
         try:
@@ -268,10 +277,17 @@ class Replayer(RunBook[_Run]):
         error: Any = MISSING,
     ) -> None:
         """A call's result or error, hashed once (what ``after_call`` would hash)."""
-        found = self._take_pending(key, call_id, line)
-        if found is None:
+        # _take_pending, inline (every outcome passes here)
+        run = self._last_run if key is self._last_key else self._runs.get(key)
+        if run is None or run.stopped:
             return
-        run, (index, tool, sig, params) = found
+        entry = run.pending.pop(call_id, None) if call_id is not None else None
+        if entry is None:  # a result whose call the trace never showed
+            return
+        index, tool, sig, params = entry
+        self._cur = run.report
+        self._cur_call = index
+        self._cur_line = line
         out = hash_outcome(tool, params, result=result, error=error, profiles=self._profiles)
         self._in_outcome = True
         try:

@@ -50,6 +50,12 @@ def usage_tokens(usage: Any) -> int | None:
 
 def message_usage(message: Mapping[str, Any]) -> int | None:
     """Tokens recorded on a Chat/LangChain assistant message, or None."""
+    if (
+        "usage" not in message
+        and "usage_metadata" not in message
+        and "response_metadata" not in message
+    ):
+        return None  # most messages: no figures (what the lookups below find too)
     for key in ("usage", "usage_metadata"):
         found = usage_tokens(message.get(key))
         if found is not None:

@@ -24,7 +24,8 @@ on a whole Responses object, is the cost of the model response behind its calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._util import parse_arguments
@@ -141,7 +142,9 @@ class _Conversation:
             return
         kind = item.get("type")
         role = item.get("role")
-        if kind == "function_call":
+        if kind is None:  # a chat message (no item type): by its role alone
+            self.message(item, role, loc)
+        elif kind == "function_call":
             self.call(
                 item.get("call_id") or item.get("id"),
                 item.get("name"),
@@ -176,18 +179,15 @@ class _Conversation:
                 self.result(cid, item.get("output"), loc)
         elif kind == "compaction":
             self.sink.compaction(self.key, loc)
-        elif role == "assistant":
+        else:
+            self.message(item, role, loc)
+
+    def message(self, item: dict[str, Any], role: Any, loc: Loc) -> None:
+        """A message, by its role: an assistant's calls, or the results of a tool, a legacy
+        function or a user turn (Anthropic's ``tool_result`` blocks)."""
+        if role == "assistant":
             self.turn(message_usage(item))
             self._assistant(item, loc)
-        elif role == "tool":
-            self.result(item.get("tool_call_id"), item.get("content"), loc)
-        elif role == "function":
-            name = item.get("name")
-            ids = self.legacy.get(name) if isinstance(name, str) else None
-            if ids:
-                self.result(ids.pop(0), item.get("content"), loc)
-            else:
-                self.sink.problem(loc, "function result without a matching function_call")
         elif role == "user":
             content = item.get("content")
             if isinstance(content, list):
@@ -199,6 +199,15 @@ class _Conversation:
                             loc,
                             is_error=block.get("is_error") is True,
                         )
+        elif role == "tool":
+            self.result(item.get("tool_call_id"), item.get("content"), loc)
+        elif role == "function":
+            name = item.get("name")
+            ids = self.legacy.get(name) if isinstance(name, str) else None
+            if ids:
+                self.result(ids.pop(0), item.get("content"), loc)
+            else:
+                self.sink.problem(loc, "function result without a matching function_call")
 
     def _assistant(self, item: Mapping[str, Any], loc: Loc) -> None:
         calls = item.get("tool_calls")
@@ -236,7 +245,7 @@ class _Conversation:
                     )
 
 
-def _first_user_text(items: Sequence[Any]) -> str | None:
+def _first_user_text(items: Iterable[Any]) -> str | None:
     for item in items:
         if isinstance(item, dict) and item.get("role") == "user":
             text = blocks_text(item.get("content"))
@@ -273,11 +282,11 @@ def _conversation(
     ident = record.get("id")
     label = ident if isinstance(ident, str) and ident else f"{ctx.stem}#{number}"
     key = ctx.key(f"{label}\x1e{number}")
-    items: list[tuple[Loc, Any]] = []
+    lists: list[tuple[str, list[Any]]] = []
     for field in _LIST_KEYS:
         value = record.get(field)
         if isinstance(value, list):
-            items.extend((_sub(loc, field, i), item) for i, item in enumerate(value))
+            lists.append((field, value))
     session = record.get("conversation_id") or record.get("session_id")
     sink.begin_run(
         key,
@@ -285,12 +294,22 @@ def _conversation(
         line=loc,
         session=session if isinstance(session, str) else None,
         tools=tool_names(record.get("tools")),
-        title=_first_user_text([item for _, item in items]),
+        title=_first_user_text(itertools.chain.from_iterable(value for _, value in lists)),
     )
     conversation = _Conversation(sink, key)
     conversation.turn(usage_tokens(record.get("usage")))  # a Responses object's usage
-    for item_loc, item in items:
-        conversation.item(item, item_loc)
+    item, message = conversation.item, conversation.message
+    if isinstance(loc, int):  # a JSONL line: every item is at that line (no per-item path)
+        for _, value in lists:
+            for entry in value:
+                if type(entry) is dict and entry.get("type") is None:
+                    message(entry, entry.get("role"), loc)  # item()'s first branch, inline
+                else:
+                    item(entry, loc)
+    else:
+        for field, value in lists:
+            for i, entry in enumerate(value):
+                item(entry, _sub(loc, field, i))
     sink.end_run(key)
 
 

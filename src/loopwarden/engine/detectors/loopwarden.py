@@ -178,9 +178,9 @@ class ConsecutiveRepeat(_Own):
             return None
         conf = self.conf
         count = self.streak + 1
+        if count < conf.warn_at and count < conf.block_at:
+            return None  # _level(count, ...) is None: the common repeat, inline
         level = _level(count, conf.warn_at, conf.block_at)
-        if level is None:
-            return None
         tool = call.tool
         stop = count >= conf.stop_at
         found = Detection(
@@ -219,6 +219,23 @@ class Cycle(_Own):
 
     conf: CycleSettings
 
+    def __init__(self, cfg: LoopDetectionConfig) -> None:
+        super().__init__(cfg)
+        conf = self.conf
+        # A period p can warn (or block) only once rounds = (runs[p] + p + 1) / p reach the
+        # lower of the two thresholds, m: runs[p] >= m*p - p - 1. Tested first in check, so
+        # the common call (no cycle building up) skips the ring walk.
+        low = min(conf.warn_rounds, conf.block_rounds)
+        self.need = tuple(low * p - p - 1 for p in range(conf.max_period + 1))
+        self.idle_safe = low >= 2
+        """With every ``runs`` at 0 (not ``live``) no period can reach a finding."""
+
+    def fresh(self) -> Cycle:
+        copy = super().fresh()
+        assert isinstance(copy, Cycle)
+        copy.need, copy.idle_safe = self.need, self.idle_safe
+        return copy
+
     def reset(self) -> None:
         conf = self.conf
         self.ring: deque[tuple[str, str | None, str]] = deque(maxlen=conf.max_period)
@@ -254,13 +271,18 @@ class Cycle(_Own):
         return None
 
     def check(self, st: RunState, call: Call) -> Detection | None:
+        if not self.live and self.idle_safe:
+            return None  # no round repeats yet: no period can reach a finding
         sig = call.sig
         if call.poll or sig not in self.sigs:
             return None
         ring = self.ring
         n = len(ring)
         conf = self.conf
+        runs, need = self.runs, self.need
         for p in range(2, min(conf.max_period, n) + 1):
+            if runs[p] < need[p]:
+                continue  # too few rounds for a finding at this period
             head = ring[n - p]
             if head[0] != sig or head[1] is None:
                 continue
