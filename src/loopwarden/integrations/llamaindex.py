@@ -53,7 +53,7 @@ import contextlib
 import functools
 import types
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from .._logging import logger
@@ -88,6 +88,7 @@ from ._base import (
 
 require("llama_index.core.agent.workflow", "llamaindex")
 
+from llama_index.core.agent.react.types import ObservationReasoningStep  # noqa: E402
 from llama_index.core.agent.workflow import (  # noqa: E402 - after the extra check on purpose
     AgentOutput,
     AgentWorkflow,
@@ -433,11 +434,12 @@ class LoopGuardForLlamaIndex:
         output: AgentOutput | None = None
         try:
             report = report.with_usage(**await _usage(ctx))
-            instruction = ChatMessage(role="user", content=final_answer_request(report))
-            output = await original(wf, ctx, [*llm_input, instruction], [], memory)
+            async with _instruction(wf, ctx, llm_input, final_answer_request(report)) as given:
+                output = await original(wf, ctx, given, [], memory)
         except Exception:
             logger.exception("loopwarden's last model call failed; ending with the stop's summary")
         try:
+            await _spare_iteration(ctx)
             return await _final(wf, ctx, report, output)
         except Exception:
             logger.exception("loopwarden could not finish a LlamaIndex run's last answer")
@@ -560,6 +562,16 @@ async def _usage(ctx: Context) -> dict[str, Any]:
     }
 
 
+async def _spare_iteration(ctx: Context) -> None:
+    """LlamaIndex counts a model step against ``max_iterations`` once it has run: the last
+    answer must not be the step that reaches the limit (the run would fail with
+    ``WorkflowRuntimeError``, or ``early_stopping_method="generate"`` would replace it)."""
+    turns = await ctx.store.get("num_iterations", default=0)
+    limit = await ctx.store.get("max_iterations", default=None)
+    if isinstance(turns, int) and isinstance(limit, int) and turns + 1 >= limit:
+        await ctx.store.set("num_iterations", max(limit - 2, 0))
+
+
 async def _final(
     wf: Any, ctx: Context, report: StopReport, output: AgentOutput | None
 ) -> AgentOutput:
@@ -594,6 +606,34 @@ async def _final(
     )
     final[METADATA_KEY] = found
     return final
+
+
+@contextlib.asynccontextmanager
+async def _instruction(
+    wf: Any, ctx: Context, llm_input: list[ChatMessage], text: str
+) -> AsyncIterator[list[ChatMessage]]:
+    """The model input of the last step, with the instruction as its last message. The
+    agents put their step's own messages after ``llm_input`` (a ``FunctionAgent``'s
+    scratchpad, a ``ReActAgent``'s reasoning): the instruction goes at the end of those for
+    the call, and out of them afterwards, so the agent's memory does not keep it."""
+    scratchpad = getattr(wf, "scratchpad_key", None)
+    reasoning = getattr(wf, "reasoning_key", None)
+    key = scratchpad if isinstance(scratchpad, str) else reasoning
+    if not isinstance(key, str):
+        yield [*llm_input, ChatMessage(role="user", content=text)]
+        return
+    added: Any = (
+        ChatMessage(role="user", content=text)
+        if key == scratchpad
+        else ObservationReasoningStep(observation=text)
+    )
+    steps = list(await ctx.store.get(key, default=[]))
+    await ctx.store.set(key, [*steps, added])
+    try:
+        yield llm_input
+    finally:
+        kept = [step for step in await ctx.store.get(key, default=[]) if step is not added]
+        await ctx.store.set(key, kept)
 
 
 def _set_text(message: ChatMessage, text: str) -> None:
