@@ -269,6 +269,7 @@ class CrewAI(Driver):
         import_crewai()
         from loopwarden.integrations.crewai import LoopGuardHooks
 
+        guard_kwargs.setdefault("on_stop", "raise")  # the scenarios check the stop itself
         return LoopGuardHooks(config, **guard_kwargs)
 
     @contextlib.contextmanager

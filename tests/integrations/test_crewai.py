@@ -6,6 +6,8 @@ scripted chat-completions server on loopback (``_chat_server.py``).
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,10 +31,13 @@ from crewai.tools import tool
 from crewai.tools.tool_failure import ToolExecutionFailedError
 
 import loopwarden as lw
+from loopwarden import stopping
+from loopwarden.integrations import _base
 from loopwarden.integrations.crewai import LoopGuardHooks
 from tests._snippets import snippet
 from tests.integrations._chat_server import ChatServer, tool_messages
-from tests.integrations._drivers_more import CREWAI_WARNINGS
+from tests.integrations._drivers_more import CREWAI_WARNINGS, crewai_repeat_limit_lifted
+from tests.integrations._onstop import FINAL, UNDERSTOOD, report_of, stuck_then_answers
 from tests.integrations._shared import BLOCKED, SMALL, WARNING, Events
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in CREWAI_WARNINGS]
@@ -87,10 +92,11 @@ def test_docs_quickstart_runs(
 ) -> None:
     """docs/integrations-crewai.md: the setup, run as shown against a scripted model API: a
     search that keeps finding nothing is warned at the 5th call, blocked at the 6th and 7th,
-    and stopped at the 8th."""
+    and stopped at the 8th; the model's last answer, asked without tools, is the answer."""
     code = snippet("crewai-quickstart")
     assert len([line for line in code.splitlines() if line.strip()]) <= 20
-    with ChatServer(same_call("search_docs", {"query": "refund policy"})) as server:
+    searching = same_call("search_docs", {"query": "refund policy"})
+    with ChatServer(lambda body: searching(body) if body.get("tools") else FINAL) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "test")
         namespace: dict[str, Any] = {"__name__": "docs_snippet"}
@@ -103,9 +109,13 @@ def test_docs_quickstart_runs(
 
     out = capsys.readouterr().out.splitlines()  # CrewAI may print its panels there too
     printed = [line for line in out if line.startswith("stopped by loopwarden:")]
-    assert len(printed) == 1 and printed[0].endswith(" search_docs 8")
-    assert len(requests) == 8  # the model was not asked again after the stop
-    answered = tool_messages(requests[-1])
+    assert printed == ["stopped by loopwarden: unknown_tool_repeat search_docs 8"] or (
+        len(printed) == 1 and printed[0].endswith(" search_docs 8")
+    )
+    assert len(requests) == 9  # one last call after the stop
+    assert "tools" not in requests[-1]
+    assert str(namespace["answer"]).startswith(FINAL + "\n\nloopwarden stopped this run")
+    answered = tool_messages(requests[-2])
     assert answered["c5"].startswith("No matches found\n\nWARNING: search_docs has been called 5")
     assert answered["c6"].startswith(BLOCKED) and answered["c7"].startswith(BLOCKED)
 
@@ -125,7 +135,7 @@ def test_crewai_stops_identical_polls_itself_first(server: ChatServer, hooks: li
 
 def test_stop_is_both_loopwarden_and_crewai_stop(server: ChatServer, hooks: list[Any]) -> None:
     """The stop CrewAI raises out of kickoff is loopwarden's LoopAbort and CrewAI's HookAborted."""
-    hooks.append(LoopGuardHooks(SMALL).install())
+    hooks.append(LoopGuardHooks(SMALL, on_stop="raise").install())
     agent = agent_for(server, poll_status)
 
     with pytest.raises(lw.LoopAbort) as stopped:
@@ -240,3 +250,196 @@ def test_a_warning_reaches_the_model_in_its_tool_message(
     answered = tool_messages(server.requests[-1])
     assert answered["c0"] == answered["c1"] == answered["c2"] == "pending"
     assert answered["c3"].startswith("pending\n\n" + WARNING + " 3 times")
+
+
+# -- when loopwarden stops the run (onStop) ----------------------------------------------------
+@pytest.fixture(name="stuck")
+def fixture_stuck() -> Iterator[ChatServer]:
+    """A model that polls job 42 while offered tools and answers when offered none, with
+    CrewAI's own stop at the 5th identical call lifted (loopwarden's thresholds decide)."""
+    with ChatServer(stuck_then_answers) as server, crewai_repeat_limit_lifted():
+        yield server
+
+
+def report_in(found: dict[str, Any] | None) -> stopping.StopReport:
+    """The StopReport behind ``last_stop``'s dict, checked to be whole."""
+    assert found is not None
+    report = dataclasses.replace(report_of(found), limit_name="max_iter")
+    assert found["summary"] == report.summary()
+    return report
+
+
+def test_answer_is_the_default_and_the_last_call_has_no_tools(
+    stuck: ChatServer, hooks: list[Any]
+) -> None:
+    """By default a stop ends the run with one more model call, sent no tools and told why;
+    its text plus the summary is kickoff's answer, and last_stop gives the report."""
+    adapter = LoopGuardHooks(SMALL)
+    hooks.append(adapter.install())
+    agent = agent_for(stuck, poll_status)
+
+    out = agent.kickoff("Is job 42 done?")
+
+    report = report_in(adapter.last_stop(agent))
+    assert (report.code, report.tool, report.count) == ("global_circuit_breaker", "poll_status", 7)
+    assert (report.turn_limit, report.refused) == (60, 3)
+    assert report.turns is not None and report.saved_turns == 60 - report.turns
+    assert str(out) == f"{FINAL}\n\n{report.summary()}"
+    last = stuck.requests[-1]
+    assert "tools" not in last  # the OpenAI client sends no tools at all
+    assert last["messages"][-1] == {
+        "role": "user",
+        "content": stopping.final_answer_request(report),
+    }
+    assert all(body.get("tools") for body in stuck.requests[:-1])
+    assert tool_messages(last)["c7"] == report.message  # the stopped call's answer
+    # The instruction is not kept in the agent's messages.
+    assert stopping.final_answer_request(report) not in str(out.messages)
+
+
+def test_a_crew_task_output_is_the_last_answer(stuck: ChatServer, hooks: list[Any]) -> None:
+    """In a crew, the task's output (``TaskOutput.raw``, the crew's ``raw``) is the last
+    answer with the summary."""
+    adapter = LoopGuardHooks(SMALL)
+    hooks.append(adapter.install())
+    agent = agent_for(stuck, poll_status)
+    task = Task(description="Check job 42.", expected_output="The status.", agent=agent)
+
+    out = Crew(agents=[agent], tasks=[task]).kickoff()
+
+    report = report_in(adapter.last_stop(agent))
+    assert out.raw == task.output.raw == f"{FINAL}\n\n{report.summary()}"
+    assert "tools" not in stuck.requests[-1]
+
+
+def test_answer_falls_back_when_the_model_still_calls_tools(
+    server: ChatServer, hooks: list[Any]
+) -> None:
+    """A model that asks for a tool in its last call gets none run: the answer is the
+    fallback text, never an exception."""
+    adapter = LoopGuardHooks(SMALL, on_stop="answer")
+    hooks.append(adapter.install())
+    ran: list[str] = []
+
+    def poll_status(job: str) -> str:
+        """Check whether a job has finished."""
+        ran.append(job)
+        return "pending"
+
+    agent = agent_for(server, poll_status)
+    with crewai_repeat_limit_lifted():
+        out = agent.kickoff("Is job 42 done?")
+
+    report = report_in(adapter.last_stop(agent))
+    assert str(out) == stopping.fallback_answer(report)
+    assert "tools" not in server.requests[-1]
+    assert len(server.requests) == report.calls + 1  # the last call, and no more
+    assert len(ran) == report.calls - report.refused
+
+
+def test_raise_comes_from_the_config(stuck: ChatServer, hooks: list[Any]) -> None:
+    """``loopwarden.onStop: raise`` in the config raises, when no argument says otherwise."""
+    hooks.append(LoopGuardHooks({**SMALL, "loopwarden": {"onStop": "raise"}}).install())
+    with pytest.raises(lw.CircuitBreakerTripped):
+        agent_for(stuck, poll_status).kickoff("Is job 42 done?")
+    assert all(body.get("tools") for body in stuck.requests)
+
+
+def ask_run(
+    stuck: ChatServer, hooks: list[Any], monkeypatch: pytest.MonkeyPatch, typed: str
+) -> tuple[Any, LoopGuardHooks, list[str], Agent]:
+    """A kickoff with ``on_stop="ask"`` whose person types ``typed`` on the console: its
+    output, the adapter, the calls that ran and the agent."""
+    adapter = LoopGuardHooks(SMALL, on_stop="ask")
+    hooks.append(adapter.install())
+    monkeypatch.setattr("sys.stdin", io.StringIO(typed))
+    ran: list[str] = []
+
+    def poll_status(job: str) -> str:
+        """Check whether a job has finished."""
+        ran.append(job)
+        return "pending"
+
+    def reply(body: dict[str, Any]) -> Any:
+        if body.get("tools") and ran.count("42") == 6:  # after the allowed call's result
+            return "Job 42 is still pending."
+        return stuck_then_answers(body)
+
+    stuck.reply = reply
+    agent = agent_for(stuck, poll_status)
+    return agent.kickoff("Is job 42 done?"), adapter, ran, agent
+
+
+def test_ask_stop_ends_with_the_last_answer(
+    stuck: ChatServer,
+    hooks: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``ask``: CrewAI's human input shows the person the question on the console; "stop"
+    ends the run as ``answer`` does."""
+    out, adapter, ran, agent = ask_run(stuck, hooks, monkeypatch, "stop\n")
+    shown = capsys.readouterr().out
+    assert "loopwarden stopped this run (rule global_circuit_breaker)" in shown
+    assert _base.ASK_ANSWERS in shown
+    assert len(ran) == 5 and "tools" not in stuck.requests[-1]
+    assert str(out) == f"{FINAL}\n\n{report_in(adapter.last_stop(agent)).summary()}"
+
+
+def test_ask_allow_once_runs_the_call_once(
+    stuck: ChatServer, hooks: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "allow once": the refused call runs once, and its result reaches the model."""
+    out, adapter, ran, agent = ask_run(stuck, hooks, monkeypatch, "allow once\n")
+    assert len(ran) == 6 and adapter.last_stop(agent) is None
+    assert tool_messages(stuck.requests[-1])["c7"].startswith("pending")
+    assert str(out) == "Job 42 is still pending."
+
+
+def test_ask_continue_gives_the_model_the_note(
+    stuck: ChatServer, hooks: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "continue" with a note: the model reads the note instead of the call's result, keeps
+    its tools, and the run goes on."""
+    out, adapter, ran, agent = ask_run(
+        stuck, hooks, monkeypatch, "continue: check job 43 instead\n"
+    )
+    assert len(ran) == 5
+    note = tool_messages(stuck.requests[-1])["c7"]
+    assert "decided the run should go on" in note and "check job 43 instead" in note
+    assert stuck.requests[-1].get("tools")
+    assert str(out) == UNDERSTOOD and adapter.last_stop(agent) is None
+
+
+def test_ask_again_after_an_answer_it_does_not_understand(
+    stuck: ChatServer,
+    hooks: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An answer that is none of the three is asked again, saying what was wrong; a console
+    that has no more input ends the run as ``answer`` does."""
+    out, adapter, ran, agent = ask_run(stuck, hooks, monkeypatch, "maybe\n")
+    shown = capsys.readouterr().out
+    assert "loopwarden did not understand the answer 'maybe'." in shown
+    assert str(out) == f"{FINAL}\n\n{report_in(adapter.last_stop(agent)).summary()}"
+    assert len(ran) == 5
+
+
+def test_a_task_with_human_input_asks_by_default(
+    stuck: ChatServer,
+    hooks: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A task with ``human_input=True`` has a person at the console: unset, a stop asks."""
+    adapter = LoopGuardHooks(SMALL)
+    hooks.append(adapter.install())
+    monkeypatch.setattr("sys.stdin", io.StringIO("stop\n\n"))  # then CrewAI's own review
+    agent = agent_for(stuck, poll_status)
+    task = Task(
+        description="Check job 42.", expected_output="The status.", agent=agent, human_input=True
+    )
+    out = Crew(agents=[agent], tasks=[task]).kickoff()
+    assert "loopwarden stopped this run (rule global_circuit_breaker)" in capsys.readouterr().out
+    assert out.raw.startswith(FINAL + "\n\nloopwarden stopped this run")
