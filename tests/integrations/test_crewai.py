@@ -443,3 +443,40 @@ def test_a_task_with_human_input_asks_by_default(
     out = Crew(agents=[agent], tasks=[task]).kickoff()
     assert "loopwarden stopped this run (rule global_circuit_breaker)" in capsys.readouterr().out
     assert out.raw.startswith(FINAL + "\n\nloopwarden stopped this run")
+
+
+def test_text_mode_agents_answer_in_crewais_format(hooks: list[Any]) -> None:
+    """An LLM without native function calling (CrewAI's text "Action:" format): the last
+    answer is what CrewAI parses as the final answer, with the summary; a reply that still
+    asks for a tool gives the fallback."""
+
+    def reply(body: dict[str, Any]) -> Any:
+        last = str(body["messages"][-1]["content"])
+        if "No tools are available any more" in last:
+            return f"Thought: I have to stop.\nFinal Answer: {FINAL}"
+        return 'Thought: I need to check.\nAction: poll_status\nAction Input: {"job": "42"}'
+
+    adapter = LoopGuardHooks(SMALL)
+    hooks.append(adapter.install())
+    with ChatServer(reply) as server, crewai_repeat_limit_lifted():
+        agent = agent_for(server, poll_status)
+        # The model's client says it has no function calling: CrewAI's text mode.
+        object.__setattr__(agent.llm, "supports_function_calling", lambda: False)
+        out = agent.kickoff("Is job 42 done?")
+        requests = list(server.requests)
+    report = report_in(adapter.last_stop(agent))
+    assert str(out) == f"{FINAL}\n\n{report.summary()}"
+    assert all("tools" not in body for body in requests)
+    assert requests[-1]["messages"][-1]["content"] == stopping.final_answer_request(report)
+
+    def stubborn(body: dict[str, Any]) -> Any:
+        return 'Thought: I need to check.\nAction: poll_status\nAction Input: {"job": "42"}'
+
+    with ChatServer(stubborn) as server, crewai_repeat_limit_lifted():
+        agent = agent_for(server, poll_status)
+        object.__setattr__(agent.llm, "supports_function_calling", lambda: False)
+        out = agent.kickoff("Is job 42 done?")
+        calls = len(server.requests)
+    report = report_in(adapter.last_stop(agent))
+    assert str(out) == stopping.fallback_answer(report)
+    assert calls == report.calls + 1  # the last call, and no more

@@ -313,7 +313,8 @@ class LoopGuardHooks:
         self.on_stop = on_stop
         self._stops: OrderedDict[Any, StopReport | None] = OrderedDict()
         self._stops_lock = threading.Lock()
-        self._runs: RunRegistry[_RunKey, _Run] = RunRegistry(on_evict=_end)
+        self._finishing: set[_Run] = set()  # runs whose last model call is under way
+        self._runs: RunRegistry[_RunKey, _Run] = RunRegistry(on_evict=self._evicted)
         self._summary = _summary_marks()
         self._ids = itertools.count(1)
         self._installed = False
@@ -349,6 +350,7 @@ class LoopGuardHooks:
             run = self._runs.forget(key)
             if run is not None:
                 _end(run)
+        self._finishing.clear()
 
     def __enter__(self) -> Self:
         return self.install()
@@ -407,10 +409,15 @@ class LoopGuardHooks:
     def _kickoff_ended(self, source: Any, event: Any) -> None:
         self._forget(_key(source, None))
 
+    def _evicted(self, run: _Run) -> None:
+        self._finishing.discard(run)
+        _end(run)
+
     def _forget(self, key: _RunKey) -> None:
         try:
             run = self._runs.forget(key)
             if run is not None:
+                self._finishing.discard(run)
                 _end(run)
         except Exception:
             logger.exception("loopwarden could not end a CrewAI run")
@@ -440,6 +447,7 @@ class LoopGuardHooks:
         report = stop_report(stop).with_usage(**_usage(context.executor))
         instruction = {"role": "user", "content": final_answer_request(report)}
         last = run.last = _Last(report, instruction)
+        self._finishing.add(run)
         # The executor passes this very list as the call's tools: emptied for the call.
         tools = getattr(context.executor, "_openai_tools", None)
         if isinstance(tools, list) and tools:
@@ -450,14 +458,15 @@ class LoopGuardHooks:
     def after_llm_call(self, context: LLMCallHookContext) -> str | None:
         """The run's last answer: the model's text with the stop's summary (the fallback
         when it still asks for a tool); the instruction leaves the agent's messages."""
-        if context.executor is None:
-            return None
+        if not self._finishing or context.executor is None:
+            return None  # no run is making its last call: nothing to do
         try:
             run = self._runs.get(_key(context.agent, context.task))
             last = run.last if run is not None else None
             if run is None or last is None or last.done:
                 return None
             last.done = True
+            self._finishing.discard(run)
             last.restore_tools()
             messages = context.messages
             for index in range(len(messages) - 1, -1, -1):
@@ -529,6 +538,7 @@ class LoopGuardHooks:
         last = run.last
         assert last is not None
         last.done = True
+        self._finishing.discard(run)
         last.restore_tools()
         text = fallback_answer(last.report)
         state = getattr(run.executor, "state", None)
@@ -552,8 +562,11 @@ class LoopGuardHooks:
             return None
         if mode == "raise":
             return None
-        if mode == "ask" and stop.askable and stop.call_id is not None and not run.asking:
-            run.asking = True
+        with run.lock:  # one question at a time: CrewAI runs a turn's calls in threads
+            asking = mode == "ask" and stop.askable and stop.call_id is not None
+            asking = asking and not run.asking
+            run.asking = run.asking or asking
+        if asking:
             try:
                 decision = self._ask(context, run, stop)
             finally:
