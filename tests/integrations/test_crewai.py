@@ -480,3 +480,31 @@ def test_text_mode_agents_answer_in_crewais_format(hooks: list[Any]) -> None:
     report = report_in(adapter.last_stop(agent))
     assert str(out) == stopping.fallback_answer(report)
     assert calls == report.calls + 1  # the last call, and no more
+
+
+def test_a_structured_task_output_keeps_the_models_text(
+    stuck: ChatServer, hooks: list[Any]
+) -> None:
+    """A task with ``output_pydantic`` gets the model's last answer as written (CrewAI parses
+    it); the report is in ``last_stop`` only."""
+    from pydantic import BaseModel
+
+    class Status(BaseModel):
+        job: str
+        state: str
+
+    answer = '{"job": "42", "state": "pending"}'
+    stuck.reply = lambda body: stuck_then_answers(body) if body.get("tools") else answer
+    adapter = LoopGuardHooks(SMALL)
+    hooks.append(adapter.install())
+    agent = agent_for(stuck, poll_status)
+    task = Task(
+        description="Check job 42.",
+        expected_output="The status.",
+        agent=agent,
+        output_pydantic=Status,
+    )
+    out = Crew(agents=[agent], tasks=[task]).kickoff()
+    assert out.pydantic == Status(job="42", state="pending")
+    assert task.output is not None and task.output.raw == answer  # no summary appended
+    assert report_in(adapter.last_stop(agent)).code == "global_circuit_breaker"

@@ -474,6 +474,8 @@ class LoopGuardHooks:
                     del messages[index]
                     break
             self._remember(run.agent, last.report)
+            if _structured(run):
+                return None  # the text must stay what the model wrote, to be parsed
             return _final_text(context, last.report)
         except Exception:
             logger.exception("loopwarden could not finish a CrewAI run's last answer")
@@ -672,6 +674,14 @@ def _usage(executor: Any) -> dict[str, Any]:
         "turn_limit": limit if isinstance(limit, int) and limit > 0 else None,
         "limit_name": "max_iter",
     }
+
+
+def _structured(run: _Run) -> bool:
+    """Whether the run's answer is parsed into a structured output (a task's
+    ``output_pydantic`` / ``output_json``, a ``response_format``)."""
+    holders = (run.task, run.executor)
+    names = ("output_pydantic", "output_json", "response_model", "response_format")
+    return any(getattr(holder, name, None) is not None for holder in holders for name in names)
 
 
 def _final_text(context: LLMCallHookContext, report: StopReport) -> str | None:
