@@ -589,7 +589,7 @@ async def test_docs_ask_example_runs(counter: Counter, capsys: pytest.CaptureFix
         exec(compile(code, "ag2-ask", "exec"), namespace)
         reply = await namespace["agent"].ask("Is job 42 done?")
     printed = capsys.readouterr().out
-    assert printed.startswith("loopwarden stopped this run: the loopwarden global circuit")
+    assert printed.startswith("loopwarden stopped this run (rule global_circuit_breaker): ")
     assert reply.body == UNDERSTOOD
     assert tool_messages(server.requests[8])["c7"] == person_note("Check job 43 instead.")
 
