@@ -32,8 +32,6 @@ __all__ = ["MAX_OPEN_RUNS", "read"]
 
 MAX_OPEN_RUNS = 256
 _UNSET = object()
-_UNANSWERED = frozenset(("block", "stop"))
-"""Call decisions after which the call did not run: no outcome line follows."""
 
 
 class _Run:
@@ -148,7 +146,7 @@ def read(
                 rec.get("params"),
                 poll if poll.__class__ is bool else None,
             )
-            if rec.get("decision") in _UNANSWERED:
+            if rec.get("decision") in ("block", "stop"):  # a tuple: the value may be unhashable
                 continue  # not run: no outcome line follows
             slot = call_id if named else "\x1f" + sig
             waiting = run.early.get(slot) if run.early else None
