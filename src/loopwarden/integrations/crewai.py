@@ -453,7 +453,8 @@ class LoopGuardHooks:
         if isinstance(tools, list) and tools:
             last.tools = (tools, list(tools))
             tools.clear()
-        context.messages.append(instruction)  # type: ignore[arg-type]  # a plain user message
+        messages: list[Any] = context.messages  # CrewAI's message TypedDict: a plain user one
+        messages.append(instruction)
 
     def after_llm_call(self, context: LLMCallHookContext) -> str | None:
         """The run's last answer: the model's text with the stop's summary (the fallback
