@@ -441,7 +441,7 @@ async def test_answer_at_the_iteration_limit_is_still_the_answer(counter: Counte
     assert str(output) == f"{FINAL}\n\n{report.summary()}"
 
 
-async def test_answer_comes_from_the_config(counter: Counter) -> None:
+async def test_raise_comes_from_the_config(counter: Counter) -> None:
     """``loopwarden.onStop: raise`` in the config raises, when no argument says otherwise."""
     config = {**SMALL, "loopwarden": {"onStop": "raise"}}
     model = StopModel()
