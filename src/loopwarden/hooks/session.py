@@ -11,6 +11,7 @@ in the SQLite file ties them together:
   Gemini may write to the transcript a request later, must not arm again;
 * ``stop``: the reason of a stop not yet shown to the user (Claude Code's ``SessionEnd``);
 * ``stopped``: the run that was stopped, and why (Qwen Code: its turn is ended).
+* ``asked``: (``onStop: ask``) the stop put to the person, until the run's next ``PostToolBatch``.
 * ``cm``: (Cline) the state of the session's compaction file at the last event.
 """
 
@@ -55,6 +56,8 @@ class SessionStep(NamedTuple):
     """How many of ``calls`` came before the compaction: recorded before arming."""
     stopped: str | None = None
     """The stop message, when this event's run was stopped."""
+    asked: dict[str, Any] | None = None
+    """(``onStop: ask``) the stop put to the person, whose answer this event brings."""
 
 
 # Events that may read the transcript: those whose answer can reach the model.
@@ -158,8 +161,15 @@ def step_session(
         split = found.split if found.compacted else 0
         stopped = data.get("stopped")
         message = stopped[1] if isinstance(stopped, list) and stopped[:1] == [run] else None
+        asked = data.get("asked")
+        if isinstance(asked, dict) and asked.get("run") == run and kind == "batch":
+            # Claude Code: "Yes", or "No" with a note, comes with the call's batch; "No"
+            # and Esc end the turn without one (the run stays stopped).
+            del data["asked"]
+        else:
+            asked = None
         return orjson.dumps(data), SessionStep(
-            run, found.unknown, arm, None, found.calls, split, _str(message)
+            run, found.unknown, arm, None, found.calls, split, _str(message), asked
         )
 
     try:
