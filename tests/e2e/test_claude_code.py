@@ -37,6 +37,12 @@ pytestmark = pytest.mark.e2e
 AGENT = "claude-code"
 PROMPT_TOO_LONG = {"error": "prompt is too long: 210000 tokens > 200000 maximum", "status": 400}
 MISSING_TOOL = {"tool": "NoSuchTool", "input": {"job": 42}}
+# The stop's summary (onStop answer).
+SUMMARY = re.compile(
+    r"loopwarden stopped this run \(rule \w+, tool Bash, count \d+\): \d+ of its \d+ tool "
+    r"calls were not run\."
+)
+TOKENS_PER_ANSWER = 105  # fakeapi's usage: 100 input + 5 output tokens
 
 
 def final(outcome: Outcome) -> dict[str, Any]:
@@ -80,6 +86,11 @@ def test_stop_is_shown_to_the_user_in_text_mode(ws: Workspace) -> None:
     assert outcome.executions == ws.thresholds().critical
     assert classify(run.stderr) == "stop", (run.stdout, run.stderr)
     assert "loopwarden hook" not in outcome.text()
+    # onStop answer (the default in -p): the summary, with the run's tokens (SessionEnd
+    # reads them from the transcript).
+    assert SUMMARY.search(run.stderr), run.stderr
+    tokens = TOKENS_PER_ANSWER * len(outcome.main)
+    assert f"were not run. It had used {tokens:,} tokens.\n" in run.stderr, run.stderr
 
 
 def test_stop_is_shown_to_the_user_in_stream_json(ws: Workspace) -> None:
@@ -93,6 +104,7 @@ def test_stop_is_shown_to_the_user_in_stream_json(ws: Workspace) -> None:
         if e.get("type") == "system" and e.get("subtype") == "informational"
     ]
     assert [classify(n) for n in notices] == ["stop"], notices
+    assert SUMMARY.search(notices[0]), notices
     assert final(outcome)["terminal_reason"] == "hook_stopped"
 
 

@@ -76,7 +76,7 @@ def test_claude_p_answer_shows_the_summary_with_tokens(
     hook_env: dict[str, str], tmp_path: Path
 ) -> None:
     """In ``claude -p`` (transcript entrypoint ``sdk-cli``) the stop ends the turn and the
-    person sees the rule's text and the summary with the run's tokens, also at SessionEnd."""
+    person sees the rule's text and the summary; at SessionEnd with the run's tokens."""
     write_config(hook_env, None)
     transcript = claude_transcript(tmp_path / "t.jsonl", "sdk-cli")
     hook = Hook(hook_env, "claude-code")
@@ -85,11 +85,13 @@ def test_claude_p_answer_shows_the_summary_with_tokens(
     rule, summary = stop["stopReason"].split("\n\n")
     assert "circuit breaker stopped this run" in rule
     assert summary.startswith("loopwarden stopped this run (rule global_circuit_breaker, tool Bash")
-    assert "It had used 525 tokens." in summary  # 5 turns of 105, the older prompt not counted
+    assert "tokens" not in summary  # Claude Code's transcript is not all written yet
     assert stop["systemMessage"] == stop["stopReason"]
     assert stop["hookSpecificOutput"]["permissionDecision"] == "deny"
-    end = hook(p.claude_session_end())
-    assert end.code == 1 and end.stderr == f"{stop['stopReason']}\n"
+    claude_transcript(tmp_path / "t.jsonl", "sdk-cli", turns=7)  # written out by the end
+    end = hook({**p.claude_session_end(), "transcript_path": transcript})
+    # 7 turns of 105 tokens, the older prompt's not counted.
+    assert end.code == 1 and end.stderr == f"{rule}\n\n{summary} It had used 735 tokens.\n"
 
 
 def test_raise_keeps_the_rule_text_only(hook_env: dict[str, str], tmp_path: Path) -> None:

@@ -6,8 +6,10 @@ nothing here runs on an ordinary tool call.
 * ``answer`` (the default where nobody can be asked): the CLI's own stop, as
   each adapter's ``stop`` gives it, with the stop's one-line summary
   (:meth:`~loopwarden.stopping.StopReport.summary`: rule, tool, count, calls
-  refused, and the tokens the run used where the CLI's transcript has them)
-  after the rule's text, where the person sees it.
+  refused, and the tokens the run used where the CLI's transcript has them:
+  Codex's ``token_count`` events at the stop; Claude Code's ``usage`` at
+  ``SessionEnd``, since its transcript is written behind the hooks) after the
+  rule's text, where the person sees it.
 * ``raise``: the CLI's own stop with the rule's text only (the answer before
   ``onStop`` existed).
 * ``ask`` (the default where a person can be asked; only Claude Code's
@@ -49,6 +51,7 @@ __all__ = [
     "TRANSCRIPT_TAIL",
     "Facts",
     "answered",
+    "end_text",
     "mode_for",
     "remember_ask",
     "stop_answer",
@@ -161,8 +164,8 @@ def facts_for(adapter: Adapter, event: Mapping[str, Any]) -> Facts:
         return Facts()
     try:
         if adapter.name == "claude-code":
-            prompt = event.get("prompt_id")
-            return claude_facts(path, prompt if isinstance(prompt, str) else None)
+            # Only whether a person is there: the tokens so far are not all written yet.
+            return claude_facts(path, None)
         if adapter.name == "codex":
             return codex_facts(path, adapter.run_id(event))
     except Exception:
@@ -189,18 +192,46 @@ def stop_answer(
     abort: LoopAbort,
     message: str,
     configured: str | None,
-) -> tuple[dict[str, Any], str | None, bool]:
-    """The answer to a stopped event: (JSON answer, the text to keep for the end of the
-    session or None, whether the person was asked)."""
+) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
+    """The answer to a stopped event: (the JSON answer, the text to keep for the end of
+    the session, what to keep to sum the stop up again there: ``None`` when the person
+    was asked, ``{}`` when nothing)."""
     facts = facts_for(adapter, event)
     mode = mode_for(configured, facts, adapter)
     report = _report(abort, message, facts)
     if mode == "ask" and abort.askable and kind == "pre" and abort.call_id is not None:
-        return adapter.ask(name, ask_question(report)), None, True
+        return adapter.ask(name, ask_question(report)), message, None
     if mode == "raise":
-        return adapter.stop(kind, name, message), message, False
+        return adapter.stop(kind, name, message), message, {}
     text = f"{message}\n\n{report.summary()}"
-    return adapter.stop(kind, name, text), text, False
+    kept: dict[str, Any] = {}
+    if adapter.name == "claude-code":
+        # Claude Code writes its transcript behind the hooks: the run's tokens are read
+        # again at SessionEnd, when they are all there (text mode shows only that).
+        fields = ("code", "tool", "count", "message", "calls", "refused", "run_id")
+        kept = {
+            "report": {f: getattr(report, f) for f in fields},
+            "text": message,
+            "prompt": event.get("prompt_id"),
+        }
+    return adapter.stop(kind, name, text), text, kept
+
+
+def end_text(adapter: Adapter, event: Mapping[str, Any], kept: Mapping[str, Any]) -> str | None:
+    """The stop's text for ``SessionEnd``, its summary with the transcript's final token
+    figures (None: the report kept is not readable)."""
+    path = event.get("transcript_path")
+    prompt = kept.get("prompt")
+    try:
+        report = StopReport(**kept["report"])
+        text = str(kept["text"])
+        if isinstance(path, str) and path:
+            facts = claude_facts(path, prompt if isinstance(prompt, str) else None)
+            report = report.with_usage(tokens=facts.tokens, turns=facts.turns)
+    except Exception:
+        logger.debug("loopwarden hook: could not sum up the stop at SessionEnd", exc_info=True)
+        return None
+    return f"{text}\n\n{report.summary()}"
 
 
 def remember_ask(side: SideRecords, key: str, run: str, abort: LoopAbort) -> None:

@@ -260,7 +260,12 @@ def _process(
         return Answer(adapter.stop(kind, name, step.stopped) if step.stopped else {})
     if kind == "end":
         # A failing SessionEnd hook is the one thing `claude -p` prints in text mode.
-        return Answer({}, 1, f"{step.report}\n") if step.report else Answer({})
+        report = step.report
+        if report and step.stop_report is not None:
+            from .onstop import end_text
+
+            report = end_text(adapter, event, step.stop_report) or report
+        return Answer({}, 1, f"{report}\n") if report else Answer({})
     run = entry.guard.run(step.run, session_id=session, agent_id=agent_id)
     try:
         skip: str | None = None
@@ -284,11 +289,11 @@ def _process(
         message = _stop_text(abort)
         key = session_key(adapter.name, agent_id, session)
         configured = entry.guard.config.settings.on_stop
-        answer, text, asked = stop_answer(adapter, kind, name, event, abort, message, configured)
-        if asked:
+        answer, text, kept = stop_answer(adapter, kind, name, event, abort, message, configured)
+        if kept is None:  # the person was asked
             remember_ask(entry.side, key, step.run, abort)
         else:
-            remember_stop(entry.side, key, text or message, step.run)
+            remember_stop(entry.side, key, text, step.run, kept or None)
         return Answer(answer)
 
 
