@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 import pytest
+from tests._wait import wait_until
 
 from .common import (
     LOOP_THROUGH_COMPACTION,
@@ -287,3 +288,70 @@ def test_a_refused_key_fails_open(ws: Workspace) -> None:
     assert outcome.executions == calls
     assert final(outcome)["terminal_reason"] == "completed"
     assert any("didn't check this action" in n for n in informational(outcome))
+
+
+def tool_result(request: dict[str, Any]) -> dict[str, Any]:
+    """The last tool result of a main request (what the model got for its last call)."""
+    for message in reversed(request["body"]["messages"]):
+        content = message.get("content")
+        if isinstance(content, list):
+            found = [c for c in content if c.get("type") == "tool_result"]
+            if found:
+                return found[-1]
+    raise AssertionError("no tool result in the request")
+
+
+def test_ask_in_an_interactive_session(ws: Workspace) -> None:
+    """In an interactive session (tmux) the stopped call is put to the person in Claude
+    Code's permission prompt: "Yes" runs it once (its result reaches the model), "No" with
+    a note lets the run go on with the note, Esc ends the turn with the run stopped."""
+    from .tmux import Session, trust_workspace
+
+    ws.write_config(SMALL)
+    trust_workspace(ws, "sk-ant-e2e")
+    t = ws.thresholds()
+    answer = "I will read the status file instead."
+    steps = [ws.poll(t.stop + 1), {"text": answer}, ws.poll(t.stop)]
+    model = [
+        "--model",
+        "claude-sonnet-4-6",
+        "--permission-mode",
+        "default",
+        "--allowedTools",
+        "Bash",
+    ]
+    session = Session(ws, steps, [*model, "--", "Poll job 42 until it is done."], "done")
+    try:
+        screen = session.wait_for("requires confirmation")
+        assert "loopwarden stopped this run (rule " in screen, screen
+        assert len(session.requests()) == t.stop
+        assert ws.stored_stops() != []
+        session.keys("1")  # Yes: the call runs once, and the next repeat is asked again
+        wait_until(lambda: len(session.requests()) == t.stop + 1, 60, what="the next request")
+        ran = tool_result(session.requests()[-1])
+        assert ran.get("is_error") is not True and "pending" in json.dumps(ran), ran
+        wait_until(ws.stored_stops, 60, what="the next repeat stopped (and asked) again")
+        session.wait_for("requires confirmation")
+        session.keys("Down")  # No, with a note (Tab to amend)
+        session.keys("Tab")
+        session.wait_for("tell Claude what to do differently")
+        session.keys("read the status file instead", literal=True)
+        session.keys("Enter")
+        session.wait_for(answer)
+        seen = json.dumps(tool_result(session.requests()[-1]))
+        assert "read the status file instead" in seen, seen
+        assert "the user decided the run should go on" in seen, seen
+        assert ws.stored_stops() == []  # the run went on
+        assert len(session.requests()) == t.stop + 2
+        ran_before = len(ws.count_file.read_text().splitlines())
+        assert ran_before == t.critical + 1  # the call allowed once; none refused ran
+        session.keys("Poll it again.", literal=True)  # a new prompt: a new run
+        session.keys("Enter")
+        session.wait_for("requires confirmation")
+        session.keys("Escape")  # the turn ends; the run stays stopped
+        session.wait_for("Interrupted")
+        assert len(session.requests()) == 2 * t.stop + 2
+        assert len(ws.count_file.read_text().splitlines()) == ran_before + t.critical
+        assert ws.stored_stops() == ["global_circuit_breaker"]
+    finally:
+        session.close()
