@@ -260,6 +260,8 @@ def test_command_hooks_still_work(ws: Workspace) -> None:
     ws.write_config(SMALL)
     outcome = ws.run([ws.poll(ws.thresholds().stop + 5)])
     check_no_progress_loop(ws, outcome)
+    notices = [e.get("content", "") for e in outcome.runs[-1].events() if e.get("type") == "system"]
+    assert any(SUMMARY.search(n) for n in notices), notices  # onStop answer's summary
 
 
 def test_without_a_helper_every_call_runs_and_the_user_is_told(ws: Workspace) -> None:

@@ -142,6 +142,9 @@ def test_stop_is_shown_to_the_user_in_text_mode(ws: Workspace) -> None:
     run = outcome.runs[-1]
     assert run.code == 0
     assert classify(run.stderr) == "stop"
+    # onStop answer: the stop's summary follows the rule's text.
+    summary = "loopwarden stopped this run (rule global_circuit_breaker, tool read_file, count"
+    assert summary in run.stderr, run.stderr[-1500:]
 
 
 GEMINI_IDENTICAL_CALLS = 5
