@@ -77,18 +77,34 @@ class Facts(NamedTuple):
     turns: int | None = None
 
 
-def _tail(path: str) -> list[bytes]:
-    """The transcript's last :data:`TRANSCRIPT_TAIL` bytes as whole lines ([] if unreadable)."""
+# Whether a person is at Claude Code is on every line of its transcript: the end will do.
+_PERSON_TAIL = 256 * 1024
+
+
+def _tail(path: str, limit: int = TRANSCRIPT_TAIL) -> list[bytes]:
+    """The file's last ``limit`` bytes as whole lines ([] if unreadable)."""
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
-            start = max(0, size - TRANSCRIPT_TAIL)
+            start = max(0, size - limit)
             fh.seek(start)
-            data = fh.read(TRANSCRIPT_TAIL)
+            data = fh.read(limit)
     except OSError:
         return []
     lines = data.split(b"\n")
     return lines[1:] if start else lines  # the first line of a tail may be cut
+
+
+def claude_person(path: str) -> bool:
+    """Whether the Claude Code session of this transcript is interactive: its latest
+    ``entrypoint`` is ``cli`` (``claude -p`` writes ``sdk-cli``)."""
+    for line in reversed(_tail(path, _PERSON_TAIL)):
+        if b'"entrypoint"' not in line:
+            continue
+        item = _json(line)
+        if item is not None and isinstance(item.get("entrypoint"), str):
+            return bool(item["entrypoint"] == "cli")
+    return False
 
 
 def _json(line: bytes) -> dict[str, Any] | None:
@@ -110,6 +126,8 @@ def claude_facts(path: str, prompt: str | None) -> Facts:
     seen: set[str] = set()
     tokens = turns = 0
     for line in _tail(path):
+        if b'"promptId"' not in line and b'"assistant"' not in line:
+            continue  # not a prompt, not a model answer: not parsed
         item = _json(line)
         if item is None:
             continue
@@ -140,6 +158,8 @@ def codex_facts(path: str, turn: str | None) -> Facts:
     current: str | None = None
     tokens = turns = 0
     for line in _tail(path):
+        if b'"token_count"' not in line and b'_started"' not in line:
+            continue  # only the turn's start and its token counts are parsed
         item = _json(line)
         payload = item.get("payload") if item is not None else None
         if item is None or item.get("type") != "event_msg" or not isinstance(payload, dict):
@@ -165,7 +185,7 @@ def facts_for(adapter: Adapter, event: Mapping[str, Any]) -> Facts:
     try:
         if adapter.name == "claude-code":
             # Only whether a person is there: the tokens so far are not all written yet.
-            return claude_facts(path, None)
+            return Facts(person=claude_person(path))
         if adapter.name == "codex":
             return codex_facts(path, adapter.run_id(event))
     except Exception:
@@ -280,7 +300,11 @@ def answered(
     """Apply the person's answer to the asked stop, as this event of its run shows it:
     (a note for the model, the id of a refused call not to record). Raises the stop
     again when it stands."""
-    abort = _rebuilt(asked)
+    try:
+        abort = _rebuilt(asked)
+    except (KeyError, TypeError, ValueError):
+        logger.warning("loopwarden hook: the session's record of a question is unreadable")
+        return None, None
     call = abort.call_id
     entry: BatchEntry | None = None
     if kind == "batch":
