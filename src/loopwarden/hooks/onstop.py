@@ -7,7 +7,7 @@ nothing here runs on an ordinary tool call.
   each adapter's ``stop`` gives it, with the stop's one-line summary
   (:meth:`~loopwarden.stopping.StopReport.summary`: rule, tool, count, calls
   refused, and the tokens the run used where the CLI's transcript has them:
-  Codex's ``token_count`` events at the stop; Claude Code's ``usage`` at
+  Codex's ``token_count`` events and Gemini's ``tokens`` at the stop; Claude Code's ``usage`` at
   ``SessionEnd``, since its transcript is written behind the hooks) after the
   rule's text, where the person sees it.
 * ``raise``: the CLI's own stop with the rule's text only (the answer before
@@ -51,7 +51,11 @@ __all__ = [
     "TRANSCRIPT_TAIL",
     "Facts",
     "answered",
+    "claude_facts",
+    "claude_person",
+    "codex_facts",
     "end_text",
+    "gemini_facts",
     "mode_for",
     "remember_ask",
     "stop_answer",
@@ -177,6 +181,32 @@ def codex_facts(path: str, turn: str | None) -> Facts:
     return Facts(False, tokens if turns else None, turns or None)
 
 
+def gemini_facts(path: str) -> Facts:
+    """From a Gemini CLI session file: the tokens and model answers since the latest
+    prompt (a ``user`` record that holds no ``functionResponse``), from each ``gemini`` record's
+    ``tokens.total`` (a record written again as its calls complete counts once)."""
+    answers: dict[str, int] = {}
+    for line in _tail(path):
+        if b'"type":"user"' not in line and b'"tokens"' not in line:
+            continue
+        item = _json(line)
+        if item is None:
+            continue
+        if item.get("type") == "user":
+            if b'"functionResponse"' not in line:
+                answers.clear()  # a prompt (not the calls' results): a new run
+            continue
+        tokens = item.get("tokens")
+        ident = item.get("id")
+        if item.get("type") == "gemini" and isinstance(tokens, dict) and isinstance(ident, str):
+            used = usage_tokens(tokens)
+            if used is not None:
+                answers[ident] = used
+    if not answers:
+        return Facts()
+    return Facts(False, sum(answers.values()), len(answers))
+
+
 def facts_for(adapter: Adapter, event: Mapping[str, Any]) -> Facts:
     """What the agent's transcript says about the stopped run (empty where it has none)."""
     path = event.get("transcript_path")
@@ -188,6 +218,8 @@ def facts_for(adapter: Adapter, event: Mapping[str, Any]) -> Facts:
             return Facts(person=claude_person(path))
         if adapter.name == "codex":
             return codex_facts(path, adapter.run_id(event))
+        if adapter.name == "gemini":
+            return gemini_facts(path)
     except Exception:
         logger.debug("loopwarden hook: could not read the transcript at a stop", exc_info=True)
     return Facts()
