@@ -307,8 +307,9 @@ def test_ask_in_an_interactive_session(ws: Workspace) -> None:
     """In an interactive session (tmux) the stopped call is put to the person in Claude
     Code's permission prompt: "Yes" runs it once (its result reaches the model), "No" with
     a note lets the run go on with the note, Esc ends the turn with the run stopped."""
-    from .tmux import Session, trust_workspace
+    from .tmux import Session, need_tmux, trust_workspace
 
+    need_tmux()
     ws.write_config(SMALL)
     trust_workspace(ws, "sk-ant-e2e")
     t = ws.thresholds()

@@ -17,11 +17,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests._wait import wait_until
 
-from .harness import AGENTS, SANDBOX, Workspace, cli_path
+from .harness import AGENTS, REQUIRED, SANDBOX, Workspace, cli_path
 
 TMUX = shutil.which("tmux")
+
+
+def need_tmux() -> None:
+    """Skip without tmux (fail in CI, ``LOOPWARDEN_E2E_REQUIRED=1``)."""
+    if TMUX is None:
+        if REQUIRED:
+            pytest.fail("tmux is not installed (LOOPWARDEN_E2E_REQUIRED=1)", pytrace=False)
+        pytest.skip("tmux is not installed")
 
 
 class Session:
