@@ -223,9 +223,9 @@ class Adapter:
     def stop(self, kind: Kind, event_name: str, reason: str) -> dict[str, Any]:
         """End the agent's turn; a pending call is denied too.
 
-        ``stopReason`` is shown nowhere by Claude Code 2.1; ``systemMessage`` reaches
-        the user in stream-json output (text mode: see the SessionEnd report).
-        """
+        ``claude -p`` shows ``stopReason`` nowhere (an interactive session shows it);
+        ``systemMessage`` reaches the user in stream-json output and in an interactive
+        session (text mode: see the SessionEnd report)."""
         answer: dict[str, Any] = {"continue": False, "stopReason": reason, "systemMessage": reason}
         if kind == "pre":
             answer.update(self.deny(event_name, reason))
