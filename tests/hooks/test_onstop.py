@@ -216,3 +216,26 @@ def test_codex_deny_carries_the_summary_with_the_turns_tokens(
     assert pre["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert "loopwarden stopped this run (rule " in reason
     assert "It had used 4,080 tokens." in reason
+
+
+def test_gemini_tokens_are_the_prompts_answers(tmp_path: Path) -> None:
+    """Gemini's session file: each answer's ``tokens`` count once (a record written again
+    as its calls complete), results of calls do not start a run, a prompt does."""
+    from loopwarden.hooks.onstop import gemini_facts
+
+    tokens = {"input": 95, "output": 5, "cached": 0, "thoughts": 0, "tool": 0, "total": 100}
+    records: list[dict[str, Any]] = [
+        {"id": "u0", "type": "user", "content": [{"text": "an older prompt"}]},
+        {"id": "g0", "type": "gemini", "tokens": {**tokens, "input": 995}},
+        {"id": "u1", "type": "user", "content": [{"text": "Poll job 42 until it is done."}]},
+        {"$set": {"messages": []}},
+    ]
+    for n in range(3):
+        answer = {"id": f"g{n + 1}", "type": "gemini", "content": "", "tokens": tokens}
+        result = {"functionResponse": {"id": f"call_{n}", "name": "run_shell_command"}}
+        records += [answer, {**answer, "toolCalls": []}]
+        records.append({"id": f"r{n}", "type": "user", "content": [result]})
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    facts = gemini_facts(str(path))
+    assert (facts.person, facts.tokens, facts.turns) == (False, 300, 3)
