@@ -6,7 +6,10 @@ Prints, measured side by side in one run, each figure beside its target:
   at steady state (the run's window full), on the memory store and on SQLite, and
   their ratio (target: SQLite at most 3x memory). Beside it, the floor SQLite itself
   sets here: two minimal write transactions per call (``BEGIN IMMEDIATE``, one
-  ``UPDATE`` of one row, ``COMMIT``, the file in WAL mode as the store keeps it);
+  ``UPDATE`` of one row, ``COMMIT``, the file in WAL mode as the store keeps it),
+  and SQLite's cost of the store's own statements: per step, ``BEGIN IMMEDIATE``, the
+  run's head ``UPDATE`` and one window row ``INSERT OR REPLACE`` (sizes as the store
+  wrote them), ``COMMIT`` — what is left above it is loopwarden's Python;
 * calls per second from one process;
 * 4 processes on one shared run, and 4 processes on four runs (one each): calls
   per second of the machine (target: at least 10,000) and CPU microseconds per call
@@ -30,6 +33,7 @@ not a test).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import re
@@ -97,6 +101,55 @@ def sqlite_floor(path: Path, calls: int) -> float:
     spent = cpu() - start
     conn.close()
     return spent / calls * 1e6
+
+
+def statements_floor(path: Path, calls: int, sizes: tuple[int, int]) -> float:
+    """CPU microseconds of the store's statements for one guarded call (two steps), on
+    tables of the store's shape, with a head and row of the sizes it wrote."""
+    rest, row = b"r" * sizes[0], b"w" * sizes[1]
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(
+        "CREATE TABLE runs (key TEXT PRIMARY KEY, gen INTEGER NOT NULL, ver INTEGER NOT NULL,"
+        " seq INTEGER NOT NULL, lo INTEGER NOT NULL, cap INTEGER NOT NULL,"
+        " rest BLOB NOT NULL, updated REAL NOT NULL)"
+    )
+    conn.execute("CREATE INDEX runs_updated ON runs(updated)")
+    conn.execute(
+        "CREATE TABLE run_rows (key TEXT NOT NULL, slot INTEGER NOT NULL, ver INTEGER NOT NULL,"
+        " seq INTEGER NOT NULL, row BLOB NOT NULL, PRIMARY KEY (key, slot)) WITHOUT ROWID"
+    )
+    key = "default\x1frun"
+    conn.execute("INSERT INTO runs VALUES (?, 1, 0, 0, 0, ?, ?, 0)", (key, HISTORY, rest))
+    start = cpu()
+    for i in range(2 * calls):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "UPDATE runs SET ver = ?, seq = ?, lo = ?, rest = ? WHERE key = ? AND gen = 1"
+            " AND ver = ?",
+            (i + 1, i, max(0, i - HISTORY), rest, key, i),
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO run_rows (key, slot, ver, seq, row) VALUES (?, ?, ?, ?, ?)",
+            (key, i % HISTORY, i + 1, i, row),
+        )
+        conn.execute("COMMIT")
+    spent = cpu() - start
+    conn.close()
+    return spent / calls * 1e6
+
+
+def stored_sizes(path: Path) -> tuple[int, int]:
+    """Bytes of a run's head state and of a window row as the store wrote them (typical
+    sizes when the file has another layout, e.g. an older checkout's)."""
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            rest = conn.execute("SELECT max(length(rest)) FROM runs").fetchone()[0]
+            row = conn.execute("SELECT avg(length(row)) FROM run_rows").fetchone()[0]
+        return int(rest), int(row)
+    except (sqlite3.Error, TypeError):
+        return 600, 220
 
 
 # -- several processes ---------------------------------------------------------------
@@ -248,6 +301,9 @@ def main() -> None:
             keep_low("memory", per_call_cpu("memory://", args.calls))
             keep_low("sqlite", per_call_cpu(url, args.calls))
             keep_low("floor", sqlite_floor(root / f"floor-{r}.db", args.calls))
+            sizes = stored_sizes(root / f"round-{r}.db")
+            statements = statements_floor(root / f"stmts-{r}.db", args.calls, sizes)
+            keep_low("statements", statements)
             start = time.monotonic()
             per_call_cpu(url, args.calls // 3)
             keep_fast("sqlite, 1 process", (args.calls // 3 / (time.monotonic() - start), 0.0))
@@ -259,6 +315,7 @@ def main() -> None:
             keep_fast("sqlite, 4 processes, one shared run", processes(url, True, args.calls))
 
         memory, on_sqlite, floor = best["memory"], best["sqlite"], best["floor"]
+        statements = best["statements"]
         print()
         print("One process, CPU per guarded call (before_call + after_call):")
         print(f"  {'memory://':44} {memory:8.1f} µs")
@@ -269,6 +326,11 @@ def main() -> None:
         print(
             f"  {'SQLite floor: 2 minimal write transactions':44} {floor:8.1f} µs  "
             f"{floor / memory:5.1f}x memory   (SQLite alone, no loopwarden)"
+        )
+        print(
+            f"  {'SQLite floor: the store statements, 2 steps':44} {statements:8.1f} µs  "
+            f"{statements / memory:5.1f}x memory   (SQLite alone, the store's own writes;"
+            f" head {sizes[0]} B, row {sizes[1]} B)"
         )
         print()
         print("Calls per second of the machine, and CPU per call (all processes):")

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 import pytest
+from tests._wait import wait_until
 
 from .common import (
     LOOP_THROUGH_COMPACTION,
@@ -37,6 +38,12 @@ pytestmark = pytest.mark.e2e
 AGENT = "claude-code"
 PROMPT_TOO_LONG = {"error": "prompt is too long: 210000 tokens > 200000 maximum", "status": 400}
 MISSING_TOOL = {"tool": "NoSuchTool", "input": {"job": 42}}
+# The stop's summary (onStop answer).
+SUMMARY = re.compile(
+    r"loopwarden stopped this run \(rule \w+, tool Bash, count \d+\): \d+ of its \d+ tool "
+    r"calls were not run\."
+)
+TOKENS_PER_ANSWER = 105  # fakeapi's usage: 100 input + 5 output tokens
 
 
 def final(outcome: Outcome) -> dict[str, Any]:
@@ -80,6 +87,11 @@ def test_stop_is_shown_to_the_user_in_text_mode(ws: Workspace) -> None:
     assert outcome.executions == ws.thresholds().critical
     assert classify(run.stderr) == "stop", (run.stdout, run.stderr)
     assert "loopwarden hook" not in outcome.text()
+    # onStop answer (the default in -p): the summary, with the run's tokens (SessionEnd
+    # reads them from the transcript).
+    assert SUMMARY.search(run.stderr), run.stderr
+    tokens = TOKENS_PER_ANSWER * len(outcome.main)
+    assert f"were not run. It had used {tokens:,} tokens.\n" in run.stderr, run.stderr
 
 
 def test_stop_is_shown_to_the_user_in_stream_json(ws: Workspace) -> None:
@@ -93,6 +105,7 @@ def test_stop_is_shown_to_the_user_in_stream_json(ws: Workspace) -> None:
         if e.get("type") == "system" and e.get("subtype") == "informational"
     ]
     assert [classify(n) for n in notices] == ["stop"], notices
+    assert SUMMARY.search(notices[0]), notices
     assert final(outcome)["terminal_reason"] == "hook_stopped"
 
 
@@ -247,6 +260,8 @@ def test_command_hooks_still_work(ws: Workspace) -> None:
     ws.write_config(SMALL)
     outcome = ws.run([ws.poll(ws.thresholds().stop + 5)])
     check_no_progress_loop(ws, outcome)
+    notices = [e.get("content", "") for e in outcome.runs[-1].events() if e.get("type") == "system"]
+    assert any(SUMMARY.search(n) for n in notices), notices  # onStop answer's summary
 
 
 def test_without_a_helper_every_call_runs_and_the_user_is_told(ws: Workspace) -> None:
@@ -275,3 +290,71 @@ def test_a_refused_key_fails_open(ws: Workspace) -> None:
     assert outcome.executions == calls
     assert final(outcome)["terminal_reason"] == "completed"
     assert any("didn't check this action" in n for n in informational(outcome))
+
+
+def tool_result(request: dict[str, Any]) -> dict[str, Any]:
+    """The last tool result of a main request (what the model got for its last call)."""
+    for message in reversed(request["body"]["messages"]):
+        content = message.get("content")
+        if isinstance(content, list):
+            found = [c for c in content if c.get("type") == "tool_result"]
+            if found:
+                return found[-1]
+    raise AssertionError("no tool result in the request")
+
+
+def test_ask_in_an_interactive_session(ws: Workspace) -> None:
+    """In an interactive session (tmux) the stopped call is put to the person in Claude
+    Code's permission prompt: "Yes" runs it once (its result reaches the model), "No" with
+    a note lets the run go on with the note, Esc ends the turn with the run stopped."""
+    from .tmux import Session, need_tmux, trust_workspace
+
+    need_tmux()
+    ws.write_config(SMALL)
+    trust_workspace(ws, "sk-ant-e2e")
+    t = ws.thresholds()
+    answer = "I will read the status file instead."
+    steps = [ws.poll(t.stop + 1), {"text": answer}, ws.poll(t.stop)]
+    model = [
+        "--model",
+        "claude-sonnet-4-6",
+        "--permission-mode",
+        "default",
+        "--allowedTools",
+        "Bash",
+    ]
+    session = Session(ws, steps, [*model, "--", "Poll job 42 until it is done."], "done")
+    try:
+        screen = session.wait_for("requires confirmation")
+        assert "loopwarden stopped this run (rule " in screen, screen
+        assert len(session.requests()) == t.stop
+        assert ws.stored_stops() != []
+        session.keys("1")  # Yes: the call runs once, and the next repeat is asked again
+        wait_until(lambda: len(session.requests()) == t.stop + 1, 60, what="the next request")
+        ran = tool_result(session.requests()[-1])
+        assert ran.get("is_error") is not True and "pending" in json.dumps(ran), ran
+        wait_until(ws.stored_stops, 60, what="the next repeat stopped (and asked) again")
+        session.wait_for("requires confirmation")
+        session.keys("Down")  # No, with a note (Tab to amend)
+        session.keys("Tab")
+        session.wait_for("tell Claude what to do differently")
+        session.keys("read the status file instead", literal=True)
+        session.keys("Enter")
+        session.wait_for(answer)
+        seen = json.dumps(tool_result(session.requests()[-1]))
+        assert "read the status file instead" in seen, seen
+        assert "the user decided the run should go on" in seen, seen
+        assert ws.stored_stops() == []  # the run went on
+        assert len(session.requests()) == t.stop + 2
+        ran_before = len(ws.count_file.read_text().splitlines())
+        assert ran_before == t.critical + 1  # the call allowed once; none refused ran
+        session.keys("Poll it again.", literal=True)  # a new prompt: a new run
+        session.keys("Enter")
+        session.wait_for("requires confirmation")
+        session.keys("Escape")  # the turn ends; the run stays stopped
+        session.wait_for("Interrupted")
+        assert len(session.requests()) == 2 * t.stop + 2
+        assert len(ws.count_file.read_text().splitlines()) == ran_before + t.critical
+        assert ws.stored_stops() == ["global_circuit_breaker"]
+    finally:
+        session.close()

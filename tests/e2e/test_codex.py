@@ -8,6 +8,7 @@ real call's hooks read them from the rollout.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -64,6 +65,14 @@ def test_stop_is_shown_to_the_user(ws: Workspace) -> None:
     outcome = ws.run([ws.poll(ws.thresholds().stop + 2)], text_mode=True)
     run = outcome.runs[-1]
     assert classify(run.stdout + run.stderr) == "stop", (run.stdout[-800:], run.stderr[-800:])
+    # onStop answer: the deny reason Codex prints holds the stop's summary, with the
+    # turn's tokens from the rollout's token_count events.
+    summary = re.search(
+        r"loopwarden stopped this run \(rule \w+, tool Bash, count \d+\): \d+ of its \d+ "
+        r"tool calls were not run\. It had used ([\d,]+) tokens\.",
+        run.stderr,
+    )
+    assert summary is not None and int(summary[1].replace(",", "")) > 0, run.stderr[-1500:]
 
 
 def test_auto_compaction_then_the_same_loop_is_aborted(

@@ -9,6 +9,7 @@ misses and compressions are read by BeforeModel from the session transcript.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -142,6 +143,13 @@ def test_stop_is_shown_to_the_user_in_text_mode(ws: Workspace) -> None:
     run = outcome.runs[-1]
     assert run.code == 0
     assert classify(run.stderr) == "stop"
+    # onStop answer: the stop's summary follows the rule's text.
+    summary = "loopwarden stopped this run (rule global_circuit_breaker, tool read_file, count"
+    assert summary in run.stderr, run.stderr[-1500:]
+    # With the run's tokens from Gemini's session file (fakeapi: 100 per answer).
+    tokens = re.search(r"It had used ([\d,]+) tokens\.", run.stderr)
+    assert tokens is not None, run.stderr[-1500:]
+    assert int(tokens[1].replace(",", "")) == 100 * len(outcome.main), run.stderr[-1500:]
 
 
 GEMINI_IDENTICAL_CALLS = 5

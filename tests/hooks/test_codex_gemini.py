@@ -37,7 +37,10 @@ class TestCodex:
         assert "circuit breaker stopped this run" in reason
         assert "stop calling tools and tell the user what happened" in reason
         assert not reason.endswith(".")  # Codex adds ". Command: ..." itself
-        assert hook(p.codex_pre(6)).json == stop
+        # The stop's summary (onStop answer) for the person, who sees the deny reason.
+        assert "loopwarden stopped this run (rule global_circuit_breaker" in reason
+        later = hook(p.codex_pre(6)).json["hookSpecificOutput"]["permissionDecisionReason"]
+        assert later.split("\n\n")[0] == reason.split("\n\n")[0]  # the same rule's text
         records = list(hook.state("019a-codex-sess", "turn-1").window)
         assert len({r.result_hash for r in records}) == 1
 
@@ -75,7 +78,8 @@ class TestCodex:
         assert "compaction" in abort["stopReason"]
         later = hook(p.codex_pre(5)).json["hookSpecificOutput"]
         assert later["permissionDecision"] == "deny"
-        assert later["permissionDecisionReason"] == abort["stopReason"].removesuffix(".")
+        first = later["permissionDecisionReason"].split("\n\n")[0]
+        assert first == abort["stopReason"].split("\n\n")[0]
 
     def test_unsupported_calls_in_the_rollout(
         self, hook_env: dict[str, str], tmp_path: Path

@@ -98,7 +98,10 @@ class TestCopilot:
         # A hook cannot end a Copilot turn: the stop denies every later call of the run,
         # whatever it is, and says so to the model.
         assert COPILOT_STOP in stop["permissionDecisionReason"]
-        assert hook("preToolUse", cp_pre(args={"command": "ls"})) == stop
+        later = hook("preToolUse", cp_pre(args={"command": "ls"}))
+        assert later["permissionDecision"] == "deny"
+        first = stop["permissionDecisionReason"].split("\n\n")[0]
+        assert later["permissionDecisionReason"].split("\n\n")[0] == first
         assert hook("userPromptSubmitted", cp_prompt("Try again.", at=60000)) == {}
         assert hook("preToolUse", cp_pre()) == {}
 

@@ -688,3 +688,27 @@ def test_a_prompt_hook_imports_nothing_more_when_the_port_is_served(env: dict[st
     }
     ours = {name for name in imported if name.split(".")[0] == "loopwarden"}
     assert ours == {"loopwarden", "loopwarden.hooks", "loopwarden.hooks._protocol"}
+
+
+def test_on_stop_ask_and_answer_over_http(env: dict[str, str], tmp_path: Path) -> None:
+    """The HTTP hooks share the command hooks' stop path: an interactive session is asked
+    ("Yes" lifts the stop for the call), ``claude -p`` gets the stop with its summary."""
+    from tests.hooks.test_onstop import batch, claude_transcript, loop_to_stop, write_config
+
+    keys = installed(env)
+    write_config(env, None)
+    session_start(env)
+    interactive = claude_transcript(tmp_path / "cli.jsonl", "cli")
+    with HttpHook(env, keys) as hook:
+        n, asked = loop_to_stop(hook, interactive)
+        assert asked["hookSpecificOutput"]["permissionDecision"] == "ask"
+        hook(batch(n, "pending", interactive))
+        assert Hook(env, "claude-code").state("1ec9a2f4-sess", "prompt-1", SMALL).stopped is None
+        printed = claude_transcript(tmp_path / "p.jsonl", "sdk-cli", prompt="prompt-2")
+        for m in range(50, 60):
+            stop = hook(p.claude_pre(m, prompt="prompt-2", transcript=printed)).json
+            if "continue" in stop:
+                break
+            hook(p.claude_batch([(m, "Bash", "pending")], prompt="prompt-2"))
+    assert stop["continue"] is False
+    assert "loopwarden stopped this run (rule global_circuit_breaker" in stop["systemMessage"]

@@ -69,3 +69,20 @@ def test_a_spin_of_the_same_command_is_blocked_early(hook_env: dict[str, str]) -
     assert len(answers) == 6  # calls 1-5 allowed, the 6th denied
     assert answers[-1]["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert "6 times in a row" in answers[-1]["hookSpecificOutput"]["permissionDecisionReason"]
+
+
+@pytest.mark.usefixtures("enabled_config")
+def test_a_poll_that_keeps_saying_running_gets_the_wait_wording(hook_env: dict[str, str]) -> None:
+    """Polls of a running job (Claude Code's BashOutput) are warned with the wait wording,
+    through the hook's own events: the job is still running, and how often it was polled."""
+    hook = Hook(hook_env, "claude-code")
+    notes: list[str] = []
+    for n in range(1, 13):
+        event = p.claude_pre(n, tool="BashOutput", command="bash_3")
+        assert hook(event, daemon=False).json == {}
+        batch = p.claude_batch([(n, "BashOutput", "status: running")], command="bash_3")
+        batch["tool_calls"][0]["tool_input"] = event["tool_input"]
+        answer = hook(batch, daemon=False).json
+        notes += [answer["hookSpecificOutput"]["additionalContext"]] if answer else []
+    assert notes, "no warning reached the model"
+    assert notes[0].startswith("WARNING: the job is still running: BashOutput has been polled")

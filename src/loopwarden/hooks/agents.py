@@ -116,11 +116,17 @@ class Adapter:
     timeout: int = 30
     """Hook timeout written by ``install``, in the agent's unit (seconds here)."""
     title = "Claude Code"
+    can_ask = True
+    """The CLI puts a call to the person when a hook answers :meth:`ask` (``onStop: ask``)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "http_install_events" not in cls.__dict__:
             cls.http_install_events = ()  # HTTP hooks are Claude Code's: none unless declared
+        if "can_ask" not in cls.__dict__:
+            cls.can_ask = (
+                False  # a permission prompt for hooks is Claude Code's: none unless declared
+            )
 
     # -- settings files (``install``/``doctor``); None: the shared layout in hooks.settings
     def settings_file(
@@ -217,13 +223,23 @@ class Adapter:
     def stop(self, kind: Kind, event_name: str, reason: str) -> dict[str, Any]:
         """End the agent's turn; a pending call is denied too.
 
-        ``stopReason`` is shown nowhere by Claude Code 2.1; ``systemMessage`` reaches
-        the user in stream-json output (text mode: see the SessionEnd report).
-        """
+        ``claude -p`` shows ``stopReason`` nowhere (an interactive session shows it);
+        ``systemMessage`` reaches the user in stream-json output and in an interactive
+        session (text mode: see the SessionEnd report)."""
         answer: dict[str, Any] = {"continue": False, "stopReason": reason, "systemMessage": reason}
         if kind == "pre":
             answer.update(self.deny(event_name, reason))
         return answer
+
+    def ask(self, event_name: str, question: str) -> dict[str, Any]:
+        """Put the call to the person (where :attr:`can_ask`): the CLI's permission prompt."""
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event_name,
+                "permissionDecision": "ask",
+                "permissionDecisionReason": question,
+            }
+        }
 
     def model_note(self, event: Mapping[str, Any], note: str) -> dict[str, Any]:
         """Show ``note`` to the model with its next request (only where a CLI allows it)."""

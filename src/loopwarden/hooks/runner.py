@@ -167,15 +167,19 @@ def _act(
     run: RunGuard,
     notes: list[str],
     calls: Iterable[BatchEntry] = (),
+    skip: str | None = None,
 ) -> dict[str, Any]:
-    """The answer to an event once the session step is done (may raise LoopAbort)."""
+    """The answer to an event once the session step is done (may raise LoopAbort).
+
+    ``skip``: the id of a call the person refused at the CLI's prompt (not recorded)."""
     if kind in ("compact", "prompt"):
         return {}
     if kind == "model":
         note = _join(*notes, *_record(run, calls, with_ids=False))
         return adapter.model_note(event, note) if note else {}
     if kind == "batch":
-        notes += _record(run, adapter.batch(event), with_ids=True)
+        entries = [e for e in adapter.batch(event) if skip is None or e.call.call_id != skip]
+        notes += _record(run, entries, with_ids=True)
         return adapter.allow(kind, name, _join(*notes))
     call = adapter.call(event)
     if call is None:
@@ -256,21 +260,41 @@ def _process(
         return Answer(adapter.stop(kind, name, step.stopped) if step.stopped else {})
     if kind == "end":
         # A failing SessionEnd hook is the one thing `claude -p` prints in text mode.
-        return Answer({}, 1, f"{step.report}\n") if step.report else Answer({})
+        report = step.report
+        if report and step.stop_report is not None:
+            from .onstop import end_text
+
+            report = end_text(adapter, event, step.stop_report) or report
+        return Answer({}, 1, f"{report}\n") if report else Answer({})
     run = entry.guard.run(step.run, session_id=session, agent_id=agent_id)
     try:
+        skip: str | None = None
+        if step.asked is not None:  # a person answered a stop (onStop: ask)
+            from .onstop import answered
+
+            note, skip = answered(adapter, kind, event, run, step.asked)
+            notes = [note] if note else []
+        else:
+            notes = []
         # Calls read from the transcript that ran before the compaction count before it.
-        notes = _record(run, step.calls[: step.split], with_ids=False)
+        notes += _record(run, step.calls[: step.split], with_ids=False)
         if step.arm:
             run.on_compaction()
         notes += _replay_unknown(run, step.unknown) if step.unknown else []
         after = step.calls[step.split :]
-        return Answer(_act(adapter, kind, name, event, run, notes, after))
+        return Answer(_act(adapter, kind, name, event, run, notes, after, skip))
     except LoopAbort as abort:
+        from .onstop import remember_ask, stop_answer
+
         message = _stop_text(abort)
         key = session_key(adapter.name, agent_id, session)
-        remember_stop(entry.side, key, message, step.run)
-        return Answer(adapter.stop(kind, name, message))
+        configured = entry.guard.config.settings.on_stop
+        answer, text, kept = stop_answer(adapter, kind, name, event, abort, message, configured)
+        if kept is None:  # the person was asked
+            remember_ask(entry.side, key, step.run, abort)
+        else:
+            remember_stop(entry.side, key, text, step.run, kept or None)
+        return Answer(answer)
 
 
 def _event_cwd(event: Mapping[str, Any]) -> str:

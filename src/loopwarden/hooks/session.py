@@ -9,8 +9,10 @@ in the SQLite file ties them together:
 * ``arm``: a compaction whose run has made no call since (carried to the next run);
 * ``seen``: (Gemini) a ``/compress`` already armed: its history rewrite, which
   Gemini may write to the transcript a request later, must not arm again;
-* ``stop``: the reason of a stop not yet shown to the user (Claude Code's ``SessionEnd``);
+* ``stop``: the reason of a stop not yet shown to the user (Claude Code's ``SessionEnd``),
+  and ``sr``, its report, summed up there with the transcript's token figures;
 * ``stopped``: the run that was stopped, and why (Qwen Code: its turn is ended).
+* ``asked``: (``onStop: ask``) the stop put to the person, until the run's next ``PostToolBatch``.
 * ``cm``: (Cline) the state of the session's compaction file at the last event.
 """
 
@@ -55,6 +57,10 @@ class SessionStep(NamedTuple):
     """How many of ``calls`` came before the compaction: recorded before arming."""
     stopped: str | None = None
     """The stop message, when this event's run was stopped."""
+    asked: dict[str, Any] | None = None
+    """(``onStop: ask``) the stop put to the person, whose answer this event brings."""
+    stop_report: dict[str, Any] | None = None
+    """(End of session) the stop's report, to sum up with the transcript's final figures."""
 
 
 # Events that may read the transcript: those whose answer can reach the model.
@@ -126,7 +132,14 @@ def step_session(
         run = explicit or _str(data.get("run")) or session
         if kind == "end":
             report = data.pop("stop", None)
-            return orjson.dumps(data), SessionStep(run, [], False, _str(report))
+            summary = data.pop("sr", None)
+            return orjson.dumps(data), SessionStep(
+                run,
+                [],
+                False,
+                _str(report),
+                stop_report=summary if isinstance(summary, dict) else None,
+            )
         found = Found([])
         if scan_now and fmt is not None and transcript is not None:
             cursor = Cursor.load(data.get("t"), transcript)
@@ -158,8 +171,15 @@ def step_session(
         split = found.split if found.compacted else 0
         stopped = data.get("stopped")
         message = stopped[1] if isinstance(stopped, list) and stopped[:1] == [run] else None
+        asked = data.get("asked")
+        if isinstance(asked, dict) and asked.get("run") == run and kind == "batch":
+            # Claude Code: "Yes", or "No" with a note, comes with the call's batch; "No"
+            # and Esc end the turn without one (the run stays stopped).
+            del data["asked"]
+        else:
+            asked = None
         return orjson.dumps(data), SessionStep(
-            run, found.unknown, arm, None, found.calls, split, _str(message)
+            run, found.unknown, arm, None, found.calls, split, _str(message), asked
         )
 
     try:
@@ -169,13 +189,24 @@ def step_session(
         return SessionStep(explicit or session, [], kind == "compact")
 
 
-def remember_stop(side: SideRecords, key: str, message: str, run: str | None = None) -> None:
+def remember_stop(
+    side: SideRecords,
+    key: str,
+    message: str,
+    run: str | None = None,
+    report: dict[str, Any] | None = None,
+) -> None:
     """Keep a stop's reason for the end of the session (Claude Code's text mode shows
-    nothing else to the user), and which run it stopped."""
+    nothing else to the user), and which run it stopped; ``report``: the stop's report,
+    summed up again at the end of the session."""
 
     def step(old: bytes | None) -> tuple[bytes, None]:
         data = _load(old)
         data["stop"] = message
+        if report is not None:
+            data["sr"] = report
+        else:
+            data.pop("sr", None)
         if run is not None:
             data["stopped"] = [run, message]
         return orjson.dumps(data), None
