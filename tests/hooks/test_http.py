@@ -374,6 +374,12 @@ sys.stdout.buffer.write(data)
 """
 
 
+# The client another user runs: bash's /dev/tcp, so that it needs nothing that user may
+# not be able to read (a Python built with a shared libpython under /root cannot start).
+BASH_CLIENT = 'exec 3<>"/dev/tcp/127.0.0.1/$1" && cat >&3 && cat <&3'
+BASH_HOLD = 'exec 3<>"/dev/tcp/127.0.0.1/$1" && cat >/dev/null'
+
+
 def as_nobody(argv: list[str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:
     """Run ``argv`` as the user nobody (needs root and setpriv)."""
     assert SETPRIV is not None
@@ -399,7 +405,7 @@ def test_connections_of_other_users_are_refused(env: dict[str, str]) -> None:
     keys = installed(env)
     session_start(env)
     request_bytes = raw_request(keys.port, keys.token)
-    other = as_nobody([sys.executable, "-I", "-c", CLIENT, str(keys.port)], request_bytes)
+    other = as_nobody(["/bin/bash", "-c", BASH_CLIENT, "client", str(keys.port)], request_bytes)
     assert other.returncode == 0, other.stderr
     assert other.stdout.startswith(b"HTTP/1.1 403 "), other.stdout[:200]
     mine = subprocess.run(
@@ -423,23 +429,25 @@ def test_peer_check_tells_the_connecting_user(kind: str) -> None:
         check = PeerCheck("proc", os.open("/proc/self/net/tcp", os.O_RDONLY | os.O_CLOEXEC))
     assert check.kind == kind
     server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(60)  # a client that could not start fails the test, not the session
     port = server.getsockname()[1]
     try:
         mine = socket.create_connection(("127.0.0.1", port))
         conn, peer = server.accept()
         assert check.uid(peer, ("127.0.0.1", port)) == os.getuid()
-        script_text = (
-            "import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); "
-            "sys.stdin.read(); s.close()"
-        )
         assert SETPRIV is not None
         nobody = subprocess.Popen(
-            [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-             "-I", "-c", script_text, str(port)],
+            [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/bash",
+             "-c", BASH_HOLD, "client", str(port)],
             stdin=subprocess.PIPE,
             cwd="/",
         )  # fmt: skip
-        other, other_peer = server.accept()
+        try:
+            other, other_peer = server.accept()
+        except BaseException:
+            nobody.kill()
+            nobody.communicate()
+            raise
         try:
             assert check.uid(other_peer, ("127.0.0.1", port)) == 65534
         finally:

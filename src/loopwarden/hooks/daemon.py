@@ -394,8 +394,6 @@ def serve(
             time.sleep(0.05)
     os.chdir("/")  # keep no directory busy; requests carry their own working directory
     server = _Server(path, idle)
-    if listen is not None:
-        server.listen(listen)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     inode = -1
     try:
@@ -406,6 +404,10 @@ def serve(
         sock.settimeout(0.5)
         inode = os.stat(path).st_ino
         Path(path + ".pid").write_text(f"{os.getpid()}\n")
+        # HTTP hooks are answered only once the socket and pid file exist: a prompt's
+        # command that saw the port served can then stop this helper (--stop-daemon).
+        if listen is not None:
+            server.listen(listen)
         # Every worker accepts by itself: an event wakes exactly one thread, with
         # no hand-over between threads on the way (that would add latency).
         # Daemon threads: a worker stuck on an event (a file system that hangs) must not
@@ -549,6 +551,10 @@ def stop(env: Mapping[str, str], wait: float = _STOP_GRACE_SECONDS + 2.0) -> boo
     does not answer at all) is terminated (its socket removed), so no socket outlives a
     stop."""
     path = socket_path(env)
+    if not os.path.exists(path):
+        # A helper still starting (it holds the lock, its socket is not there yet) is
+        # waited for, so that a stop right after a hook started one is not lost.
+        wait_for_start(env)
     try:
         pid = _control(env, "stop")
     except _Silent:
