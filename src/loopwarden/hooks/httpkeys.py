@@ -21,13 +21,13 @@ import os
 import random
 import secrets
 import socket
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, NamedTuple
 from urllib.parse import quote
 
+from .._paths import data_dir
 from ..errors import LoopwardenError
 from ._protocol import ENV_KEYS
 
@@ -102,22 +102,6 @@ class HttpKeys(NamedTuple):
 def env_header(key: str) -> str:
     """The header that carries the environment variable ``key`` (``HOME``)."""
     return HEADER_ENV + key
-
-
-def data_dir(env: Mapping[str, str]) -> Path:
-    """The directory of the default state file (``stores.sqlite.default_state_path``'s
-    parent, computed here without importing the stores)."""
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
-    xdg = env.get("XDG_DATA_HOME")
-    if xdg and os.path.isabs(xdg):
-        base = Path(xdg)
-    elif sys.platform == "darwin":
-        base = home / "Library" / "Application Support"
-    elif os.name == "nt":
-        base = Path(env.get("LOCALAPPDATA") or home / "AppData" / "Local")
-    else:
-        base = home / ".local" / "share"
-    return base / "loopwarden"
 
 
 def record_path(env: Mapping[str, str]) -> Path:

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from .._logging import logger
+from .._paths import data_dir
 from ..errors import StoreError
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteFile", "default_state_path"]
@@ -120,18 +121,7 @@ def default_state_path(env: Mapping[str, str] | None = None) -> Path:
     ``~/Library/Application Support/loopwarden/state.db`` on macOS and
     ``%LOCALAPPDATA%\\loopwarden\\state.db`` on Windows.
     """
-    env = os.environ if env is None else env
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
-    xdg = env.get("XDG_DATA_HOME")
-    if xdg and os.path.isabs(xdg):
-        base = Path(xdg)
-    elif sys.platform == "darwin":
-        base = home / "Library" / "Application Support"
-    elif os.name == "nt":
-        base = Path(env.get("LOCALAPPDATA") or home / "AppData" / "Local")
-    else:
-        base = home / ".local" / "share"
-    return base / "loopwarden" / "state.db"
+    return data_dir(os.environ if env is None else env) / "state.db"
 
 
 def _describe(exc: BaseException) -> str:
