@@ -523,22 +523,13 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
 
     def delete(self, key: str) -> None:
         """Forget one run."""
-        file = self._file
-        conn, _ = file.begin()
         k = _sql_key(key)
-        try:
+        with self._file.immediate("delete run state") as conn:
             conn.execute(_DROP_ROWS, (k,))
             conn.execute("DELETE FROM runs WHERE key = ?", (k,))
             conn.execute("DELETE FROM runs_v1 WHERE key = ?", (k,))
             with self._lock:
                 self._cache.pop(key, None)
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            rollback(conn)
-            raise file.error("delete run state", exc) from None
-        except BaseException:
-            rollback(conn)
-            raise
 
     def load(self, key: str, config: LoopDetectionConfig) -> RunState | None:
         """The stored state of ``key`` (read only), or None."""
@@ -571,19 +562,10 @@ class SQLiteStore(BaseStore, SideRecords, Inspectable):
 
     def expire(self, now: float | None = None) -> None:
         """Delete runs idle for longer than the TTL now (normally done on the side)."""
-        conn = self._file.connection()
-        try:
-            self._file.wait(conn, "BEGIN IMMEDIATE")
-            try:
-                stamp = self.clock() if now is None else now
-                while self._expire(conn, stamp):
-                    pass
-                conn.execute("COMMIT")
-            except BaseException:
-                rollback(conn)
-                raise
-        except sqlite3.Error as exc:
-            raise self._file.error("expire old runs", exc) from None
+        with self._file.immediate("expire old runs") as conn:
+            stamp = self.clock() if now is None else now
+            while self._expire(conn, stamp):
+                pass
 
     # -- side records ------------------------------------------------------------
     def transact_value(self, key: str, fn: Callable[[bytes | None], tuple[bytes | None, T]]) -> T:
