@@ -70,7 +70,14 @@ from ..stopping import (
     parse_choice,
 )
 from ..stores import InProcess
-from ._base import RunRegistry, append_note, learn_tool, require, resolve_guard
+from ._base import (
+    RunRegistry,
+    append_note,
+    learn_tool,
+    require,
+    resolve_guard,
+    stop_report,
+)
 
 require("google.adk", "google-adk")
 
@@ -258,12 +265,6 @@ def _with_note(result: Any, note: str) -> Any:
 def _has_compaction(event: Any) -> bool:
     actions = getattr(event, "actions", None)
     return actions is not None and getattr(actions, "compaction", None) is not None
-
-
-def _report(stop: LoopAbort) -> StopReport:
-    if stop.report is not None:
-        return stop.report
-    return StopReport(stop.code, stop.tool_name, stop.count, stop.message)
 
 
 def _uses_confirmation(agent: Any) -> bool:
@@ -481,7 +482,7 @@ class LoopGuardPlugin(BasePlugin):
         """The model request after a stop: no tools, and loopwarden's instruction."""
         stop = inv.ending
         assert stop is not None
-        report = self._with_usage(inv, callback_context, _report(stop))
+        report = self._with_usage(inv, callback_context, stop_report(stop))
         inv.report = report
         inv.answering = True
         llm_request.tools_dict = {}
@@ -564,7 +565,7 @@ class LoopGuardPlugin(BasePlugin):
             and not inv.asked
         ):
             tool_context.request_confirmation(
-                hint=ask_question(_report(stop)), payload={"choice": None, "note": None}
+                hint=ask_question(stop_report(stop)), payload={"choice": None, "note": None}
             )
             # The pause is not a result for the model to go on with.
             tool_context.actions.skip_summarization = True

@@ -80,7 +80,15 @@ from ..stopping import (
     parse_choice,
 )
 from ..stores import InProcess
-from ._base import RunRegistry, append_note, learn_tool, parse_arguments, require, resolve_guard
+from ._base import (
+    RunRegistry,
+    append_note,
+    learn_tool,
+    parse_arguments,
+    require,
+    resolve_guard,
+    stop_report,
+)
 
 require("agents", "openai-agents")
 
@@ -157,12 +165,6 @@ def _for_agents(exc: LoopAbort) -> LoopAbort:
     # What RunGuard.resume needs to find the refused call again, and the report.
     out.report, out.call_id, out._key = exc.report, exc.call_id, exc._key
     return out
-
-
-def _report(stop: LoopAbort) -> StopReport:
-    if stop.report is not None:
-        return stop.report
-    return StopReport(stop.code, stop.tool_name, stop.count, stop.message)
 
 
 class _Run:
@@ -575,7 +577,7 @@ class LoopGuardForAgents:
         """What to ask the person about this interruption, if loopwarden raised it
         (``None``: an approval of your own tools)."""
         asked = self._asked(item)
-        return ask_question(_report(asked[1])) if asked is not None else None
+        return ask_question(stop_report(asked[1])) if asked is not None else None
 
     def answer(
         self, state: RunState[Any], item: ToolApprovalItem, choice: str, note: str | None = None
@@ -947,7 +949,7 @@ class LoopGuardForAgents:
             self._end_with_answer(run, agent, stop)
             run.tools_off = True
             self._switch_off_tools(agent)
-            answer = f"{exc.message}\n\n{final_answer_request(_report(stop))}"
+            answer = f"{exc.message}\n\n{final_answer_request(stop_report(stop))}"
         # What the model read for this call, for a last answer's history of the turn.
         _remember(run.missing, args.call_id, answer if answer is not None else args.default_message)
         return answer
@@ -1002,7 +1004,7 @@ class LoopGuardForAgents:
         if stop is None:
             return
         run.answered = True
-        report = self._with_usage(run, context, _report(stop), before_last=True)
+        report = self._with_usage(run, context, stop_report(stop), before_last=True)
         run.report = report
         if any(_is_call(item) for item in response.output):
             run.abort = stop  # the model still asks for tools: end the run at its next call
@@ -1062,7 +1064,7 @@ class LoopGuardForAgents:
         :func:`~loopwarden.stopping.fallback_answer` when that fails."""
         stop = run.ending
         assert stop is not None
-        report = self._with_usage(run, context, _report(stop))
+        report = self._with_usage(run, context, stop_report(stop))
         run.report = report
         run.answered = True
         try:

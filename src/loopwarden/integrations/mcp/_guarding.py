@@ -21,7 +21,7 @@ from ..._logging import logger
 from ...errors import LoopAbort
 from ...guard import LoopGuard, RunGuard
 from ...stopping import ON_STOP, OnStop, choose_on_stop
-from .._base import append_note
+from .._base import append_note, stop_report
 from ._onstop import (
     ASK_KEY,
     DEFAULT_ASK_TIMEOUT_SECONDS,
@@ -34,7 +34,6 @@ from ._onstop import (
     question_form,
     question_request,
     read_reply,
-    report_of,
     stop_error,
 )
 from ._runs import Question, RunTable, session_key
@@ -273,7 +272,7 @@ class Guarding:
         idle = self.runs.run_idle_seconds
         if (mode or self._mode(ctx)) == "raise":
             raise stop_error(exc, run_idle_seconds=idle, ran=ran)
-        return answer_result(report_of(exc), run_idle_seconds=idle, ran=ran)
+        return answer_result(stop_report(exc), run_idle_seconds=idle, ran=ran)
 
     async def _stopped(
         self,
@@ -292,7 +291,7 @@ class Guarding:
             # stop standing, are answered as under ``answer``.
             return self._final(ctx, exc, ran=False, mode=mode)
         question = Question(exc, run, self.guard.clock() + self.ask_timeout)
-        report = report_of(exc)
+        report = stop_report(exc)
         if embeds_questions(ctx):
             question.token = new_token()
             question.call = (name, args_key(arguments))
@@ -332,7 +331,7 @@ class Guarding:
         except LoopAbort as exc:  # stop, decline, cancel, no answer: the run ends
             question.settled = True
             return answer_result(
-                report_of(exc), run_idle_seconds=self.runs.run_idle_seconds, ran=False
+                stop_report(exc), run_idle_seconds=self.runs.run_idle_seconds, ran=False
             )
         self.runs.ask(session, None)  # lifted: a later stop is asked about again
         if decision.blocked:

@@ -29,6 +29,7 @@ from ...stopping import (
     final_answer_request,
     parse_choice,
 )
+from .._base import stop_report
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -47,7 +48,6 @@ __all__ = [
     "question_form",
     "question_request",
     "read_reply",
-    "report_of",
     "stop_error",
     "stop_text",
 ]
@@ -85,14 +85,6 @@ def _until(run_idle_seconds: float | None) -> str:
     )
 
 
-def report_of(exc: LoopAbort) -> StopReport:
-    """The stop's report (one from its own fields for a stop raised without one)."""
-    report = exc.report
-    if report is None:
-        report = StopReport(exc.code, exc.tool_name, exc.count, exc.message)
-    return report
-
-
 def answer_result(
     report: StopReport, *, run_idle_seconds: float | None, ran: bool
 ) -> types.CallToolResult:
@@ -117,7 +109,7 @@ def stop_error(exc: LoopAbort, *, run_idle_seconds: float | None, ran: bool) -> 
     return MCPError(
         STOP_ERROR_CODE,
         stop_text(exc, run_idle_seconds=run_idle_seconds, ran=ran),
-        {"loopwarden": report_of(exc).to_dict()},
+        {"loopwarden": stop_report(exc).to_dict()},
     )
 
 
