@@ -56,7 +56,38 @@ def _message(reply: str | list[tuple[str, dict[str, Any], str]]) -> tuple[dict[s
     return {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
 
 
-class ChatServer:
+class LoopbackServer:
+    """A threaded HTTP server on a free loopback port, served from a daemon thread; a
+    context manager. Subclasses call :meth:`_serve` with their handler."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def origin(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ChatServer(LoopbackServer):
     """``POST /v1/chat/completions`` answered by ``reply(body)``; ``requests`` keeps the bodies."""
 
     def __init__(self, reply: Callable[[dict[str, Any]], Reply], model: str = "scripted") -> None:
@@ -153,27 +184,9 @@ class ChatServer:
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.close_connection = True
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._serve(Handler)
 
     @property
     def url(self) -> str:
         """The base URL a client takes (``.../v1``)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def start(self) -> Self:
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return f"{self.origin}/v1"

@@ -21,8 +21,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.integrations._chat_server import LoopbackServer
 
 __all__ = ["TOKENS", "GeminiServer", "Reply", "function_responses", "has_tools"]
 
@@ -56,7 +58,7 @@ def _parts(reply: str | list[tuple[str, dict[str, Any], str]]) -> list[dict[str,
     ]
 
 
-class GeminiServer:
+class GeminiServer(LoopbackServer):
     """``generateContent`` answered by ``reply(body)``; ``requests`` keeps the bodies."""
 
     def __init__(self, reply: Callable[[dict[str, Any]], Reply]) -> None:
@@ -132,27 +134,9 @@ class GeminiServer:
                 self.wfile.write(raw)
                 self.close_connection = True
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._serve(Handler)
 
     @property
     def url(self) -> str:
         """The base URL a client takes."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> Self:
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return self.origin
